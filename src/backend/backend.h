@@ -1,0 +1,90 @@
+// The compute backend interface. Model code talks only to this: it never includes a CPU or
+// CUDA header. A backend owns device memory and runs ops in order on its stream.
+// Activations are row-major float32 matrices [rows, cols]: one row per token.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "quant/types.h"
+
+namespace df {
+
+// A view of device memory: a matrix of `rows` rows of `cols` elements of `type`, rows
+// `stride` bytes apart (stride == row_bytes(type, cols) when dense).
+struct Tensor {
+  void* data = nullptr;
+  GgmlType type = GgmlType::F32;
+  int64_t cols = 0;
+  int64_t rows = 0;
+  size_t stride = 0;
+
+  size_t nbytes() const { return stride * static_cast<size_t>(rows); }
+  // Rows [r0, r0 + n) of this tensor.
+  Tensor slice_rows(int64_t r0, int64_t n) const {
+    Tensor t = *this;
+    t.data = static_cast<uint8_t*>(data) + stride * static_cast<size_t>(r0);
+    t.rows = n;
+    return t;
+  }
+  // The same memory seen as rows of `new_cols` elements (dense tensors only).
+  Tensor reshape(int64_t new_cols) const;
+};
+
+// Device memory owned by a backend; freed when the last owner lets go.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual void* data() = 0;
+  virtual size_t size() const = 0;
+};
+
+struct AttentionParams {
+  int32_t n_head = 0;     // query heads
+  int32_t n_head_kv = 0;  // key/value heads (n_head % n_head_kv == 0)
+  int32_t head_dim = 0;
+  float scale = 1.0f;     // usually 1/sqrt(head_dim)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory ----
+  virtual std::shared_ptr<Buffer> alloc(size_t bytes) = 0;
+  // Makes a weight usable by ops. `host` stays valid for the backend's lifetime (mmap); a
+  // backend may use it in place (CPU) or copy it to the device (CUDA).
+  virtual Tensor weight(GgmlType type, int64_t cols, int64_t rows, const void* host) = 0;
+  virtual void upload(const Tensor& dst, const void* src, size_t bytes) = 0;
+  virtual void download(const Tensor& src, void* dst, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // ---- ops ----  (shapes: x [n, k] means n rows of k floats)
+  // out[i] = table row ids[i] (any weight type, dequantized) -> out [n, dim]
+  virtual void get_rows(const Tensor& table, const int32_t* ids, int64_t n, const Tensor& out) = 0;
+  // y[r] = x[r] / rms(x[r]) * w  (x [n, k], w [1, k] f32); x may equal y
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) = 0;
+  // y [n, m] = x [n, k] * W^T with W [m, k] of any supported type
+  virtual void matmul(const Tensor& W, const Tensor& x, const Tensor& y) = 0;
+  // In place NeoX rotary embedding on x [n, n_head * head_dim], token r at position pos0 + r;
+  // only the first n_rot dims of each head rotate.
+  virtual void rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot,
+                         int64_t pos0, float freq_base) = 0;
+  // Writes k/v rows [n, n_head_kv * head_dim] into caches [n_ctx, n_head_kv * head_dim] at
+  // rows pos0 .. pos0 + n - 1 (cache type F16 or F32).
+  virtual void kv_store(const Tensor& cache, const Tensor& rows, int64_t pos0) = 0;
+  // Causal attention of q [n, n_head * head_dim] (positions pos0 ..) over cache rows
+  // [0, pos0 + n) -> out [n, n_head * head_dim]
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                         int64_t pos0, const AttentionParams& p, const Tensor& out) = 0;
+  // out = silu(gate) * up  (all [n, k])
+  virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  // x += y  (both [n, k])
+  virtual void add(const Tensor& x, const Tensor& y) = 0;
+  // dst rows = src rows (same shape and type)
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+};
+
+}  // namespace df

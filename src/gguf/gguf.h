@@ -1,0 +1,149 @@
+// GGUF container: reader (memory-mapped, validated) and writer.
+// Format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md (versions 2 and 3).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "quant/types.h"
+
+namespace df::gguf {
+
+enum class ValueType : uint32_t {
+  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
+  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+std::string_view value_type_name(ValueType t);
+
+// One metadata value. Arrays hold their elements in a typed vector (nested arrays are
+// vectors of Value).
+struct Value;
+using Array = std::variant<std::vector<uint8_t>, std::vector<int8_t>, std::vector<uint16_t>,
+                           std::vector<int16_t>, std::vector<uint32_t>, std::vector<int32_t>,
+                           std::vector<float>, std::vector<bool>, std::vector<std::string>,
+                           std::vector<Value>, std::vector<uint64_t>, std::vector<int64_t>,
+                           std::vector<double>>;
+struct Value {
+  ValueType type = ValueType::UINT32;
+  ValueType array_type = ValueType::UINT32;  // element type when type == ARRAY
+  std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<Array>> v;
+
+  // Conversions; throw df::Error naming the key when the stored type does not fit.
+  bool is_integer() const;
+  uint64_t as_u64(std::string_view key) const;
+  int64_t as_i64(std::string_view key) const;
+  double as_f64(std::string_view key) const;
+  bool as_bool(std::string_view key) const;
+  const std::string& as_string(std::string_view key) const;
+  const Array& as_array(std::string_view key) const;
+  size_t array_size() const;  // 0 when not an array
+};
+
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> ne;  // dimensions, ne[0] is the contiguous (row) dimension
+  GgmlType type = GgmlType::F32;
+  uint64_t offset = 0;  // relative to the start of the data section
+  uint64_t nbytes = 0;
+  int64_t n_elements() const;
+};
+
+// A validated, memory-mapped GGUF file. Throws df::Error with a message naming the problem
+// (bad magic, unsupported version, truncated, tensor past end of file, bad dims, unknown
+// type, duplicate names, ...).
+class File {
+ public:
+  static std::unique_ptr<File> open(const std::string& path);
+  // Parse from memory (the buffer must outlive the File). Used by tests and the fuzzer.
+  static std::unique_ptr<File> from_memory(const uint8_t* data, size_t size);
+  ~File();
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  const std::string& path() const { return path_; }
+  size_t file_size() const { return size_; }
+  uint64_t data_offset() const { return data_offset_; }  // absolute offset of tensor data
+
+  // Metadata in file order.
+  const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
+  const Value* find(std::string_view key) const;
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+  // Required getters throw df::Error("missing required key 'x'") when absent.
+  uint64_t get_u64(std::string_view key) const;
+  double get_f64(std::string_view key) const;
+  bool get_bool(std::string_view key) const;
+  const std::string& get_string(std::string_view key) const;
+  std::vector<std::string> get_string_array(std::string_view key) const;
+  // Optional getters return the fallback when absent.
+  uint64_t get_u64(std::string_view key, uint64_t fallback) const;
+  double get_f64(std::string_view key, double fallback) const;
+  bool get_bool(std::string_view key, bool fallback) const;
+  std::string get_string(std::string_view key, const std::string& fallback) const;
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find_tensor(std::string_view name) const;
+  const TensorInfo& tensor(std::string_view name) const;  // throws if missing
+  const uint8_t* tensor_data(const TensorInfo& t) const { return base_ + data_offset_ + t.offset; }
+  const uint8_t* base() const { return base_; }
+
+ private:
+  File() = default;
+  void parse();
+  std::string path_;
+  const uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  void* mapping_ = nullptr;  // mmap address when opened from a path
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string, Value>> kv_;
+  std::map<std::string, size_t, std::less<>> kv_index_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;
+};
+
+// Builds a GGUF file (version 3) in memory and writes it out.
+class Writer {
+ public:
+  void set(const std::string& key, Value v);
+  void set_u32(const std::string& key, uint32_t v);
+  void set_i32(const std::string& key, int32_t v);
+  void set_u64(const std::string& key, uint64_t v);
+  void set_f32(const std::string& key, float v);
+  void set_bool(const std::string& key, bool v);
+  void set_string(const std::string& key, const std::string& v);
+  void set_string_array(const std::string& key, const std::vector<std::string>& v);
+  void set_i32_array(const std::string& key, const std::vector<int32_t>& v);
+  void set_f32_array(const std::string& key, const std::vector<float>& v);
+  void set_alignment(uint32_t a);
+  // Tensor bytes are copied; ne[0] is the row dimension; bytes.size() must match the type.
+  void add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
+                  const void* data, size_t nbytes);
+  std::vector<uint8_t> to_bytes() const;
+  void write(const std::string& path) const;
+
+ private:
+  uint32_t alignment_ = 32;
+  std::vector<std::pair<std::string, Value>> kv_;
+  struct PendingTensor {
+    TensorInfo info;
+    std::vector<uint8_t> data;
+  };
+  std::vector<PendingTensor> tensors_;
+};
+
+// Convenience constructors for Values.
+Value make_u32(uint32_t v);
+Value make_i32(int32_t v);
+Value make_u64(uint64_t v);
+Value make_f32(float v);
+Value make_bool(bool v);
+Value make_string(std::string v);
+
+}  // namespace df::gguf

@@ -1,0 +1,49 @@
+// CPU matrix kernels for every supported weight type: llama.cpp's "vec_dot" scheme.
+// Activations are first rounded to the weight type's dot format (F32 -> F32, F16 -> F16,
+// BF16 -> BF16, Q8_0 -> Q8_0 blocks, later Q8_1 / Q8_K), then each output element is an
+// integer or half-precision dot product with the weight row, as ggml does, so that results
+// agree with llama.cpp up to summation order.
+//
+// Every kernel has a scalar reference; SIMD versions (AVX2/FMA, AVX-512) are chosen at run
+// time from the CPU's features, or forced with an Isa value (flag --isa).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "quant/types.h"
+
+namespace df::cpu {
+
+enum class Isa { SCALAR = 0, AVX2 = 1, AVX512 = 2 };
+Isa best_isa();                       // what this CPU supports
+std::string_view isa_name(Isa isa);
+Isa parse_isa(std::string_view s);    // "scalar" | "avx2" | "avx512" | "auto"
+
+// Format the activations of a product with a weight of type w are rounded to.
+GgmlType vec_dot_type(GgmlType w);
+// Bytes of one activation row of n elements in vec_dot_type(w).
+size_t act_row_bytes(GgmlType w, int64_t n);
+
+// Kernels for one ISA. All pointers are to rows of n elements (n a multiple of the block).
+struct Kernels {
+  Isa isa;
+  // x[n] floats -> one activation row in vec_dot_type(w).
+  void (*quantize_act)(GgmlType w, const float* x, void* out, int64_t n);
+  // dot(weight row of type w, prepared activation row).
+  float (*vec_dot)(GgmlType w, int64_t n, const void* w_row, const void* act_row);
+  // Y[r * ldy + i] = dot(W row i, act row r) for i in [i0, i1), r in [0, n_act).
+  // W rows are w_stride bytes apart; act rows act_stride bytes apart. Weight rows are read
+  // once per call (tiles over activation rows inside).
+  void (*gemm)(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
+               const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy);
+};
+const Kernels& kernels(Isa isa);  // throws df::Error if this CPU lacks the ISA
+
+// Scalar reference dequantization of a row of type t (any supported type) into floats.
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
+// Reference quantization of floats into a row of type t (F32/F16/BF16/Q8_0 ...), as
+// ggml's quantize_row_*_ref (used by the model generator and tests).
+void quantize_row_ref(GgmlType t, const float* src, void* dst, int64_t n);
+
+}  // namespace df::cpu

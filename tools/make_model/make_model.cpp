@@ -1,0 +1,2 @@
+// Random-weight model generator (being built).
+int main() { return 1; }
