@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <initializer_list>
+#include <span>
 #include <string_view>
 
 #include "common/error.h"
@@ -12,7 +12,7 @@
 namespace df {
 namespace {
 
-bool is_one_of(std::string_view s, std::initializer_list<std::string_view> names) {
+bool is_one_of(std::string_view s, std::span<const std::string_view> names) {
   return std::find(names.begin(), names.end(), s) != names.end();
 }
 
@@ -30,30 +30,33 @@ uint32_t attr_from_type(int32_t type) {
 
 // Texts llama.cpp (llama_vocab::impl::load) uses to find special tokens when the GGUF file
 // does not name them.
-constexpr std::initializer_list<std::string_view> kEotNames = {
+constexpr std::string_view kEotNames[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
     "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
     "<end_of_utterance>"};
-constexpr std::initializer_list<std::string_view> kEomNames = {"<|eom_id|>"};
-constexpr std::initializer_list<std::string_view> kFimPreNames = {
+constexpr std::string_view kEomNames[] = {"<|eom_id|>"};
+constexpr std::string_view kFimPreNames[] = {
     "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
     "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"};
-constexpr std::initializer_list<std::string_view> kFimSufNames = {
+constexpr std::string_view kFimSufNames[] = {
     "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
     "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"};
-constexpr std::initializer_list<std::string_view> kFimMidNames = {
+constexpr std::string_view kFimMidNames[] = {
     "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
     "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
-constexpr std::initializer_list<std::string_view> kFimPadNames = {
+constexpr std::string_view kFimPadNames[] = {
     "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
-constexpr std::initializer_list<std::string_view> kFimRepNames = {
+constexpr std::string_view kFimRepNames[] = {
     "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
-constexpr std::initializer_list<std::string_view> kFimSepNames = {"<|file_sep|>"};
-constexpr std::initializer_list<std::string_view> kEogNames = {
+constexpr std::string_view kFimSepNames[] = {"<|file_sep|>"};
+constexpr std::string_view kEogNames[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
     "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "[e~["};
+
+constexpr std::string_view kAlwaysRenderNames[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                                   "<|constrain|>"};
 
 // Bytes a NORMAL token stands for: each code point of its text mapped back through the
 // GPT-2 alphabet; a code point outside it is rendered as llama.cpp's llama_decode_text does.
@@ -123,7 +126,7 @@ void resolve_special_ids(const TokenizerSource& src, Vocab& v) {
   // the lowest id.)
   struct Detect {
     Token* id;
-    std::initializer_list<std::string_view> names;
+    std::span<const std::string_view> names;
   };
   const Detect detect[] = {
       {&v.eot, kEotNames},         {&v.eom, kEomNames},         {&v.fim_pre, kFimPreNames},
@@ -156,7 +159,7 @@ void build_eog(Vocab& v) {
   }
   // gpt-oss: these always render.
   for (Token id = 0; id < n; ++id) {
-    if (is_one_of(v.text[id], {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})) {
+    if (is_one_of(v.text[id], kAlwaysRenderNames)) {
       v.attr[id] = TOKEN_ATTR_USER_DEFINED;
     }
   }
