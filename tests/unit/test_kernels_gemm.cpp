@@ -3,7 +3,10 @@
 // the original floats (each type's quantisation error budget).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <cstring>
 #include <random>
 #include <string>
@@ -26,11 +29,11 @@ constexpr double kSimdBudget = 1e-10;
 
 // Budgets for the pipeline (quantize_row_ref weights, quantize_act activations, gemm)
 // against exact math on the unquantised floats, normalised mse, for N(0,1) data. Expected
-// values: F32 ~1e-14; F16 ~2 * (2^-11)^2 / 3 ~ 1.6e-7; BF16 ~2 * (2^-8)^2 / 3 ~ 1e-5;
+// values: F32 ~1e-13 (f32 accumulation); F16 ~2 * (2^-11)^2 / 3 ~ 1.6e-7; BF16 ~2 * (2^-8)^2 / 3 ~ 1e-5;
 // Q8_0 ~2 * (amax/127)^2 / 12 / E[x^2] ~ 1.1e-4 (amax of 32 normals ~ 2.5). Budgets ~3x.
 double pipeline_budget(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return 1e-12;
+    case GgmlType::F32: return 1e-10;  // sequential f32 sum in the scalar reference
     case GgmlType::F16: return 5e-7;
     case GgmlType::BF16: return 3e-5;
     default: return 4e-4;
@@ -79,6 +82,12 @@ std::vector<float> run_gemm(const df::cpu::Kernels& kr, const Problem& p, int64_
   return out;
 }
 
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
 std::string label(GgmlType t, Isa isa, int64_t k, int64_t rows, int64_t n_act) {
   return std::string(df::type_name(t)) + " " + std::string(df::cpu::isa_name(isa)) +
          " k=" + std::to_string(k) + " rows=" + std::to_string(rows) +
@@ -89,6 +98,7 @@ TEST(KernelsGemm, SimdMatchesScalarReference) {
   const auto isas = df::test::simd_isas();
   if (isas.empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
   uint32_t seed = 10;
+  std::map<std::string, double> worst;  // recorded as test properties (--gtest_output=json)
   for (GgmlType t : df::test::kKernelTypes) {
     const int64_t be = df::type_info(t).block_elems;
     for (int64_t k : {1, 7, 16, 33, 32, 64, 96, 160, 1000, 1024, 4096, 4095}) {
@@ -103,10 +113,13 @@ TEST(KernelsGemm, SimdMatchesScalarReference) {
           const auto got = run_gemm(df::cpu::kernels(isa), p, i0, i1);
           const double e = df::test::normalised_error(want, got);
           EXPECT_LE(e, kSimdBudget) << label(t, isa, k, rows, n_act);
+          auto& w = worst[std::string(df::type_name(t)) + "_" + std::string(df::cpu::isa_name(isa))];
+          w = std::max(w, e);
         }
       }
     }
   }
+  for (const auto& [key, e] : worst) RecordProperty(key, sci(e));
 }
 
 TEST(KernelsGemm, VecDotMatchesGemmAndScalar) {
@@ -171,7 +184,7 @@ TEST(KernelsGemm, PipelineWithinTypeErrorBudget) {
       const double e = df::test::normalised_error(want, got);
       EXPECT_LE(e, pipeline_budget(t)) << label(t, isa, k, rows, n_act);
       RecordProperty(std::string(df::type_name(t)) + "_" + std::string(df::cpu::isa_name(isa)),
-                     std::to_string(e));
+                     sci(e));
     }
   }
 }

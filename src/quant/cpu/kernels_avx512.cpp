@@ -14,6 +14,12 @@
 
 #include <cstring>
 
+// GCC 12's AVX-512 intrinsics (_mm512_cvtph_ps, _mm512_reduce_add_ps, ...) pass
+// _mm512_undefined_ps(), which is self-initialised and trips -Wuninitialized when inlined
+// (GCC bug 105593). No variable of ours is affected.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "quant/cpu/gemm_tiled.h"
 #include "quant/cpu/kernels_isa.h"
 #include "quant/formats.h"
