@@ -1,6 +1,27 @@
-// diskformer CLI entry point (subcommands are being built).
+// diskformer CLI: run, chat, tokenize, logits, perplexity, inspect, bench.
 #include <cstdio>
-int main() {
-  std::fprintf(stderr, "diskformer: under construction\n");
-  return 1;
+#include <exception>
+
+#include "common.h"
+#include "common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"diskformer: fast local inference for Qwen3-family GGUF models"};
+  app.require_subcommand(1);
+  df::cli::register_run(app);
+  df::cli::register_chat(app);
+  df::cli::register_tokenize(app);
+  df::cli::register_logits(app);
+  df::cli::register_perplexity(app);
+  df::cli::register_inspect(app);
+  df::cli::register_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\ndiskformer: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
 }

@@ -18,6 +18,10 @@ enum class ValueType : uint32_t {
   STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
 };
 std::string_view value_type_name(ValueType t);
+// Bytes of one element of a fixed-size type on disk; 0 for STRING and ARRAY.
+size_t value_type_size(ValueType t);
+// True for the 13 ids the format defines.
+bool value_type_valid(uint32_t id);
 
 // One metadata value. Arrays hold their elements in a typed vector (nested arrays are
 // vectors of Value).
@@ -42,6 +46,8 @@ struct Value {
   const Array& as_array(std::string_view key) const;
   size_t array_size() const;  // 0 when not an array
 };
+// Deep comparison (type, element type and contents); floats compare bitwise so NaNs match.
+bool operator==(const Value& a, const Value& b);
 
 struct TensorInfo {
   std::string name;
@@ -129,6 +135,8 @@ class Writer {
   void write(const std::string& path) const;
 
  private:
+  template <class Emit>
+  void emit_file(Emit&& emit) const;
   uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, Value>> kv_;
   struct PendingTensor {
@@ -145,5 +153,10 @@ Value make_u64(uint64_t v);
 Value make_f32(float v);
 Value make_bool(bool v);
 Value make_string(std::string v);
+Value make_i64(int64_t v);
+Value make_f64(double v);
+// An array value; its element type follows the vector's type (vector<Value> = nested arrays,
+// each element itself an array value).
+Value make_array(Array a);
 
 }  // namespace df::gguf

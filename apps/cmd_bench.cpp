@@ -1,0 +1,104 @@
+// `diskformer bench`: prefill and decode speed (llama-bench's pp/tg), with the weight bytes
+// read per decoded token and the bandwidth that implies.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "common.h"
+
+namespace df::cli {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Summary {
+  double mean = 0, stddev = 0;
+};
+Summary summarize(const std::vector<double>& v) {
+  Summary s;
+  if (v.empty()) return s;
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(s.stddev / static_cast<double>(v.size() - 1)) : 0.0;
+  return s;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  struct Flags {
+    ModelFlags model;
+    int64_t n_prompt = 512;
+    int64_t n_gen = 128;
+    int reps = 3;
+    std::string output = "text";
+  };
+  auto f = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed");
+  add_model_flags(*cmd, f->model);
+  cmd->add_option("-p,--n-prompt", f->n_prompt, "prompt tokens for the prefill test")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-gen", f->n_gen, "tokens for the decode test")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-r,--repetitions", f->reps, "repetitions of each test")->check(CLI::PositiveNumber);
+  cmd->add_option("--output", f->output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([f] {
+    ModelFlags mf = f->model;
+    mf.ctx = std::max<int64_t>(mf.ctx, f->n_prompt + f->n_gen + 1);
+    auto engine = load_engine(mf);
+    const ModelInfo& info = engine->info();
+    const int64_t vocab = std::min<int64_t>(info.n_vocab, engine->tokenizer().n_vocab());
+    std::mt19937 rng(42);
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
+    std::vector<Token> prompt(static_cast<size_t>(f->n_prompt));
+    for (auto& t : prompt) t = pick(rng);
+    Session session(*engine);
+    std::vector<double> pp, tg;
+    for (int r = 0; r < f->reps + 1; ++r) {  // the first repetition warms up and is dropped
+      if (f->n_prompt > 0) {
+        session.prefill({pick(rng)});  // different first token: nothing is reused
+        const auto t0 = std::chrono::steady_clock::now();
+        session.prefill(prompt);
+        if (r > 0) pp.push_back(static_cast<double>(f->n_prompt) / seconds_since(t0));
+      }
+      if (f->n_gen > 0) {
+        session.prefill({pick(rng)});
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < f->n_gen; ++i) session.decode(pick(rng));
+        if (r > 0) tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
+      }
+    }
+    const Summary p = summarize(pp), g = summarize(tg);
+    const double gbs = g.mean * static_cast<double>(info.bytes_per_token) / 1e9;
+    nlohmann::json out = {{"model", resolve_model_path(f->model.model)},
+                          {"arch", info.arch},
+                          {"backend", engine->backend_name()},
+                          {"n_params", info.n_params},
+                          {"weight_bytes", info.weight_bytes},
+                          {"bytes_per_token", info.bytes_per_token},
+                          {"n_prompt", f->n_prompt},
+                          {"n_gen", f->n_gen},
+                          {"repetitions", f->reps},
+                          {"prefill_tokens_per_second", p.mean},
+                          {"prefill_stddev", p.stddev},
+                          {"decode_tokens_per_second", g.mean},
+                          {"decode_stddev", g.stddev},
+                          {"decode_ms_per_token", g.mean > 0 ? 1000.0 / g.mean : 0.0},
+                          {"decode_weight_gb_per_second", gbs}};
+    if (f->output == "json") {
+      std::printf("%s\n", out.dump(2).c_str());
+    } else {
+      std::printf("%s on %s\n", info.arch.c_str(), engine->backend_name().c_str());
+      std::printf("pp%lld: %.2f ± %.2f tok/s\n", static_cast<long long>(f->n_prompt), p.mean, p.stddev);
+      std::printf("tg%lld: %.2f ± %.2f tok/s (%.2f ms/token, %.2f MiB/token, %.2f GB/s)\n",
+                  static_cast<long long>(f->n_gen), g.mean, g.stddev, g.mean > 0 ? 1000.0 / g.mean : 0.0,
+                  static_cast<double>(info.bytes_per_token) / (1 << 20), gbs);
+    }
+  });
+}
+
+}  // namespace df::cli

@@ -1,0 +1,68 @@
+// `diskformer chat`: interactive multi-turn chat in the terminal, streaming the answers.
+// Each turn re-sends the whole conversation; the session reuses the cached prefix, so only
+// the new turn is computed.
+#include <cstdio>
+#include <iostream>
+
+#include "common.h"
+#include "generate_flags.h"
+#include "stats_report.h"
+
+namespace df::cli {
+
+void register_chat(CLI::App& app) {
+  struct Flags {
+    ModelFlags model;
+    GenerateFlags gen;
+    std::string system;
+    bool no_think = false;
+    bool stats = false;
+  };
+  auto f = std::make_shared<Flags>();
+  f->gen.n_predict = 1024;
+  auto* cmd = app.add_subcommand("chat", "interactive chat (type /exit or end input to quit)");
+  add_model_flags(*cmd, f->model);
+  add_generate_flags(*cmd, f->gen);
+  cmd->add_option("--system", f->system, "system prompt");
+  cmd->add_flag("--no-think", f->no_think, "thinking off (empty think block)");
+  cmd->add_flag("--stats", f->stats, "print statistics after each answer");
+  cmd->callback([f] {
+    auto engine = load_engine(f->model);
+    const Tokenizer& tok = engine->tokenizer();
+    Session session(*engine);
+    std::vector<ChatMessage> messages;
+    if (!f->system.empty()) messages.push_back({"system", f->system});
+    const GenerateOptions opt = to_options(f->gen);
+    std::string line;
+    for (;;) {
+      std::fprintf(stdout, "\n> ");
+      std::fflush(stdout);
+      if (!std::getline(std::cin, line) || line == "/exit") break;
+      if (line.empty()) continue;
+      messages.push_back({"user", line});
+      const auto prompt = tok.encode(chat_prompt(messages, true, !f->no_think), true);
+      if (static_cast<int64_t>(prompt.size()) >= session.n_ctx()) {
+        std::fprintf(stderr, "the conversation no longer fits the context (%lld tokens); raise -c\n",
+                     static_cast<long long>(session.n_ctx()));
+        break;
+      }
+      StreamDecoder stream(tok);
+      std::string answer;
+      session.generate(prompt, opt, [&](Token t) {
+        const std::string piece = stream.push(t);
+        answer += piece;
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      });
+      const std::string rest = stream.flush();
+      answer += rest;
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
+      std::fprintf(stdout, "\n");
+      messages.push_back({"assistant", answer});
+      if (f->stats) print_stats(*engine, session);
+    }
+  });
+}
+
+}  // namespace df::cli

@@ -1,0 +1,73 @@
+#include "common.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace df::cli {
+
+void add_model_flags(CLI::App& app, ModelFlags& f) {
+  app.add_option("-m,--model", f.model, "GGUF model file (default: the embedded default model)");
+  app.add_option("-t,--threads", f.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("-c,--ctx-size", f.ctx, "context length in tokens")->check(CLI::PositiveNumber);
+  app.add_option("-b,--batch-size", f.batch, "prefill chunk in tokens")->check(CLI::PositiveNumber);
+  app.add_option("--isa", f.isa, "CPU instruction set: auto, scalar, avx2, avx512")
+      ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
+  app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
+  app.add_flag("-q,--quiet", f.quiet, "no progress bar or statistics");
+}
+
+std::string resolve_model_path(const std::string& m) {
+  if (!m.empty()) return m;
+  for (const char* p : {DF_DEFAULT_MODEL_BUILD, DF_DEFAULT_MODEL_INSTALL})
+    if (std::filesystem::exists(p)) return p;
+  throw Error(std::string("the default model was not found at ") + DF_DEFAULT_MODEL_BUILD +
+              " (build the 'default_model' target) — or pass -m MODEL");
+}
+
+void progress_bar(const std::string& label, double fraction) {
+  const int width = 30;
+  const int filled = static_cast<int>(fraction * width + 0.5);
+  std::fprintf(stderr, "\r%s [%s%s] %3d%%", label.c_str(), std::string(static_cast<size_t>(filled), '#').c_str(),
+               std::string(static_cast<size_t>(width - filled), '.').c_str(), static_cast<int>(fraction * 100 + 0.5));
+  if (fraction >= 1.0) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
+  EngineOptions o;
+  o.model_path = resolve_model_path(f.model);
+  o.threads = f.threads;
+  o.isa = f.isa;
+  o.n_ctx = f.ctx;
+  o.prefill_chunk = f.batch;
+  o.kv_f32 = f.kv_f32;
+  if (!f.quiet) o.on_progress = [](double x) { progress_bar("loading", x); };
+  return Engine::load(o);
+}
+
+void add_prompt_flags(CLI::App& app, PromptFlags& p, bool required) {
+  auto* g = app.add_option_group("prompt");
+  g->add_option("-p,--prompt", p.text, "prompt text");
+  g->add_option("-f,--file", p.file, "read the prompt from a file");
+  if (required) {
+    g->require_option(1);
+  } else {
+    g->require_option(0, 1);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open '" + path + "'");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string read_prompt(const PromptFlags& p) { return p.file.empty() ? p.text : read_file(p.file); }
+
+}  // namespace df::cli

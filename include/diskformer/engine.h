@@ -1,0 +1,101 @@
+// diskformer public C++ API: load a GGUF model, open sessions, generate.
+//
+//   auto engine = df::Engine::load({.model_path = "model.gguf", .threads = 4});
+//   df::Session s(*engine);
+//   auto ids = engine->tokenizer().encode("Hello", true);
+//   s.generate(ids, {}, [&](df::Token t) { ...; return true; });
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace df {
+
+namespace gguf {
+class File;
+}
+
+struct EngineOptions {
+  std::string model_path;
+  int threads = 0;             // 0: all hardware threads
+  std::string isa = "auto";    // auto | scalar | avx2 | avx512
+  int64_t n_ctx = 4096;        // positions a session holds (capped by nothing; memory is the limit)
+  int64_t prefill_chunk = 512; // tokens per forward pass during prefill
+  bool kv_f32 = false;         // F16 KV cache unless set
+  std::function<void(double)> on_progress;  // load progress in [0, 1]
+};
+
+struct GenerateOptions {
+  SamplerOptions sampling;
+  int64_t max_new_tokens = 128;
+  bool stop_at_eog = true;     // stop on the model's end-of-turn / end-of-text ids
+};
+
+struct Stats {
+  int64_t prompt_tokens = 0;     // tokens in the last prompt
+  int64_t reused_tokens = 0;     // of those, taken from the cache
+  int64_t prefilled_tokens = 0;  // of those, computed
+  int64_t generated_tokens = 0;
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;
+};
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> load(const EngineOptions& opt);
+  ~Engine();
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ModelInfo& info() const { return model_->info(); }
+  Model& model() { return *model_; }
+  const gguf::File& file() const { return *file_; }
+  const EngineOptions& options() const { return opt_; }
+  std::string backend_name() const;
+
+ private:
+  Engine() = default;
+  EngineOptions opt_;
+  std::unique_ptr<gguf::File> file_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Model> model_;
+};
+
+// One conversation: the model state (KV cache) and the tokens it holds. A new prompt that
+// shares a prefix with the cached tokens only computes the rest.
+class Session {
+ public:
+  explicit Session(Engine& engine);
+  int64_t n_ctx() const { return state_->n_ctx(); }
+  const std::vector<Token>& tokens() const { return tokens_; }
+  uint64_t cache_bytes() const { return state_->cache_bytes(); }
+  uint64_t scratch_bytes() const { return state_->scratch_bytes(); }
+
+  // Makes the cache hold exactly `prompt` and returns the logits after its last token.
+  // Throws df::Error when the prompt is empty or longer than the context.
+  const std::vector<float>& prefill(const std::vector<Token>& prompt);
+  // Appends one token and returns the logits after it.
+  const std::vector<float>& decode(Token t);
+  // Logits of every position of `tokens` ([n, n_vocab] row-major), computed from position 0.
+  std::vector<float> logits_all(const std::vector<Token>& tokens);
+  // Prefills `prompt`, then samples until max_new_tokens, a stop id, the end of the context,
+  // or on_token returning false. Returns the generated ids (a stop id is not included).
+  std::vector<Token> generate(const std::vector<Token>& prompt, const GenerateOptions& opt,
+                              const std::function<bool(Token)>& on_token);
+  const Stats& stats() const { return stats_; }
+
+ private:
+  void run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out);
+  Engine& engine_;
+  std::unique_ptr<ModelState> state_;
+  std::vector<Token> tokens_;
+  std::vector<float> logits_;
+  Stats stats_;
+};
+
+}  // namespace df

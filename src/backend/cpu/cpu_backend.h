@@ -1,0 +1,58 @@
+// The CPU backend: host memory, a thread pool, and the ops of backend.h over the kernels of
+// quant/cpu (matrix products) and attention_vec (KV cache attention).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/attention_vec.h"
+#include "backend/cpu/thread_pool.h"
+#include "quant/cpu/kernels.h"
+
+namespace df::cpu {
+
+struct CpuOptions {
+  int threads = 0;         // 0: all hardware threads
+  Isa isa = best_isa();    // forced instruction set (tests compare against SCALAR)
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuOptions& opt);
+  std::string name() const override;
+
+  std::shared_ptr<Buffer> alloc(size_t bytes) override;
+  Tensor weight(GgmlType type, int64_t cols, int64_t rows, const void* host) override;
+  void upload(const Tensor& dst, const void* src, size_t bytes) override;
+  void download(const Tensor& src, void* dst, size_t bytes) override;
+  void synchronize() override {}
+
+  void get_rows(const Tensor& table, const int32_t* ids, int64_t n, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) override;
+  void matmul(const Tensor& W, const Tensor& x, const Tensor& y) override;
+  void rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot, int64_t pos0,
+                 float freq_base) override;
+  void kv_store(const Tensor& cache, const Tensor& rows, int64_t pos0) override;
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
+                 const AttentionParams& p, const Tensor& out) override;
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void add(const Tensor& x, const Tensor& y) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+
+  int threads() const { return pool_.size(); }
+  Isa isa() const { return kernels_.isa; }
+
+ private:
+  // Scratch for one matmul's prepared activations, grown on demand, reused across calls.
+  uint8_t* act_scratch(size_t bytes);
+  // Per-thread scratch of floats for attention scores and accumulators.
+  float* thread_scratch(int thread, size_t floats);
+
+  const Kernels& kernels_;
+  const AttnVec& attn_;
+  ThreadPool pool_;
+  std::vector<uint8_t> act_buf_;
+  std::vector<std::vector<float>> thread_buf_;
+};
+
+}  // namespace df::cpu

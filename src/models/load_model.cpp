@@ -1,0 +1,14 @@
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+#include "models/qwen3.h"
+
+namespace df {
+
+std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend) {
+  const std::string arch = file.get_string("general.architecture");
+  if (arch == "qwen3") return make_qwen3(file, backend);
+  throw Error("unsupported model architecture '" + arch + "' (supported: qwen3)");
+}
+
+}  // namespace df

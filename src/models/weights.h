@@ -1,0 +1,31 @@
+// Looking up weights in a GGUF file with their expected shapes, for architecture loaders.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace df::gguf {
+class File;
+}
+
+namespace df {
+
+class WeightLoader {
+ public:
+  WeightLoader(const gguf::File& f, Backend& b) : file_(f), backend_(b) {}
+  // The tensor `name` with dims {cols, rows} (a 1-D tensor: rows = 1). Throws df::Error if it
+  // is missing or its shape differs ("tensor 'x' has shape [a, b], expected [c, d]").
+  Tensor get(const std::string& name, int64_t cols, int64_t rows = 1);
+  Tensor get_f32(const std::string& name, int64_t cols);  // 1-D, must be F32
+  bool has(const std::string& name) const;
+  uint64_t bytes_loaded() const { return bytes_; }
+
+ private:
+  const gguf::File& file_;
+  Backend& backend_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace df
