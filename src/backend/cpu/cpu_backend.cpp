@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/cpu/exp_math.h"
 #include "common/error.h"
 
 namespace df::cpu {
@@ -36,6 +37,37 @@ void check(bool ok, const char* what) {
 
 float* frow(const Tensor& t, int64_t r) {
   return reinterpret_cast<float*>(static_cast<uint8_t*>(t.data) + t.stride * static_cast<size_t>(r));
+}
+
+// Softmax numerators and their sum as llama.cpp's ggml_vec_soft_max_f32 computes them:
+// exp(x - max) with the ISA's vector exp, summed per vector of lanes (in the order of the
+// ISA's horizontal add) into a double. Positions past n are the masked ones (exp = 0).
+double softmax_exp(Isa isa, float* x, int64_t n, float mx) {
+  const int64_t lanes = ggml_lanes(isa);
+  if (lanes == 1) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) sum += (x[j] = std::exp(x[j] - mx));
+    return sum;
+  }
+  double sum = 0.0;
+  float v[16];
+  for (int64_t c = 0; c < n; c += lanes) {
+    for (int64_t l = 0; l < lanes; ++l) {
+      v[l] = c + l < n ? exp_ggml(isa, x[c + l] - mx) : 0.0f;
+      if (c + l < n) x[c + l] = v[l];
+    }
+    float s[8];
+    if (lanes == 16) {  // _mm512_reduce_add_ps: halves, quarters, then pairs
+      for (int i = 0; i < 8; ++i) s[i] = v[i + 8] + v[i];
+    } else {
+      for (int i = 0; i < 8; ++i) s[i] = v[i];
+    }
+    float t[4];
+    for (int i = 0; i < 4; ++i) t[i] = s[i + 4] + s[i];
+    const float u0 = t[0] + t[2], u1 = t[1] + t[3];
+    sum += static_cast<double>(u0 + u1);
+  }
+  return sum;
 }
 
 int resolve_threads(int n) {
@@ -226,11 +258,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
       scores[j] = d * p.scale;
       mx = std::max(mx, scores[j]);
     }
-    double sum = 0.0;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      scores[j] = std::exp(scores[j] - mx);
-      sum += scores[j];
-    }
+    const double sum = softmax_exp(kernels_.isa, scores, n_keys, mx);
     float* o = frow(out, r) + h * hd;
     std::fill(o, o + hd, 0.0f);
     const float inv = static_cast<float>(1.0 / sum);
@@ -252,11 +280,13 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
 void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   check(gate.cols == up.cols && out.cols == gate.cols && gate.rows == up.rows && out.rows == gate.rows,
         "swiglu shapes");
+  const Isa isa = kernels_.isa;
+  const int64_t vec_end = gate.cols / ggml_lanes(isa) * ggml_lanes(isa);
   auto one = [&](int64_t r, int) {
     const float* g = frow(gate, r);
     const float* u = frow(up, r);
     float* o = frow(out, r);
-    for (int64_t i = 0; i < gate.cols; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (int64_t i = 0; i < gate.cols; ++i) o[i] = silu_ggml(isa, g[i], i < vec_end) * u[i];
   };
   if (gate.rows == 1) {
     one(0, 0);
