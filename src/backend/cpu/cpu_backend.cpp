@@ -236,7 +236,9 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t j = 0; j < n_keys; ++j) {
       const uint8_t* vrow = static_cast<const uint8_t*>(v_cache.data) + v_cache.stride * static_cast<size_t>(j);
-      const float a = scores[j] * inv;
+      // With an F16 cache llama.cpp (flash attention off) rounds the probabilities to F16
+      // before the product with V; do the same so results agree to rounding.
+      const float a = f16 ? fp16_to_fp32(fp32_to_fp16(scores[j] * inv)) : scores[j] * inv;
       if (f16) {
         attn_.scale_axpy_f16(o, 1.0f, reinterpret_cast<const uint16_t*>(vrow) + hk * hd, a, hd);
       } else {
