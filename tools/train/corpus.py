@@ -53,6 +53,7 @@ class Selection:
     heldout: list[SourceFile]
     roots: list[str]
     n_candidates: int
+    candidate_bytes: int
 
 
 def default_roots() -> list[str]:
@@ -82,7 +83,7 @@ def _accept(text: str) -> bool:
 
 
 def candidates(roots: list[str]) -> list[tuple[str, str]]:
-    """(path key, rel) of every *.py file in size range, sorted by key; then (root-joined path)."""
+    """(sha1 of rel path, rel path, full path, size) of every *.py file in the size range, by key."""
     seen = set()
     out = []
     for root in roots:
@@ -102,7 +103,7 @@ def candidates(roots: list[str]) -> list[tuple[str, str]]:
                 if rel in seen:
                     continue
                 seen.add(rel)
-                out.append((_path_key(rel), rel, full))
+                out.append((_path_key(rel), rel, full, size))
     out.sort()
     return out
 
@@ -113,7 +114,7 @@ def select(roots: list[str], max_bytes: int, heldout_percent: int = 2,
     train, held = [], []
     n_train = n_held = 0
     seen_content = set()
-    for key, rel, full in cands:
+    for key, rel, full, _size in cands:
         is_held = int(key[:8], 16) % 100 < heldout_percent
         if is_held and n_held >= max_heldout_bytes:
             continue
@@ -145,7 +146,8 @@ def select(roots: list[str], max_bytes: int, heldout_percent: int = 2,
                 continue
             train.append(sf)
             n_train += len(text)
-    return Selection(train=train, heldout=held, roots=roots, n_candidates=len(cands))
+    return Selection(train=train, heldout=held, roots=roots, n_candidates=len(cands),
+                     candidate_bytes=sum(c[3] for c in cands))
 
 
 def heldout_sample(sel: Selection, target_bytes: int) -> tuple[str, list[str]]:
