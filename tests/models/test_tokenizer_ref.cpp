@@ -281,9 +281,10 @@ void compare_with_llama(const std::string& vocab, const std::string& vocab_name,
   Generator gen(seed, std::move(specials));
   std::vector<std::string> texts;
   for (int i = 0; i < n_strings; ++i) texts.push_back(gen.string());
-  // One long text as well: many words in a single call.
+  // One long text as well: many words in a single call. Joined by '\n' so that no 4-byte
+  // form above U+10FFFF can arise across a boundary.
   std::string joined;
-  for (const auto& t : texts) joined += t;
+  for (const auto& t : texts) joined += t + "\n";
   texts.push_back(joined);
 
   nlohmann::json in = nlohmann::json::array();
