@@ -49,6 +49,7 @@ int resolve_threads(int n) {
 CpuBackend::CpuBackend(const CpuOptions& opt)
     : kernels_(kernels(opt.isa)),
       attn_(attn_vec(opt.isa)),
+      ssm_(ssm_vec(opt.isa)),
       pool_(resolve_threads(opt.threads)),
       thread_buf_(static_cast<size_t>(pool_.size())) {}
 
