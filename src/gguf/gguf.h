@@ -74,7 +74,8 @@ class File {
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return path_; }
   size_t file_size() const { return size_; }
-  uint64_t data_offset() const { return data_offset_; }  // absolute offset of tensor data
+  // Absolute offset of the tensor data (aligned); without tensors, at most the file size.
+  uint64_t data_offset() const { return data_offset_; }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }

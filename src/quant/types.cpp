@@ -77,7 +77,9 @@ float fp16_to_fp32(uint16_t h) {
       bits = sign | ((127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
     }
   } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
+    // inf, or NaN: payload kept and made quiet, as F16C (vcvtph2ps) and ggml's
+    // ggml_compute_fp16_to_fp32 (an f32 multiply) do
+    bits = sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u);
   } else {
     bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
@@ -85,11 +87,14 @@ float fp16_to_fp32(uint16_t h) {
 }
 
 uint16_t fp32_to_fp16(float f) {
-  // Round to nearest even, as the F16C instruction and ggml's scalar path do.
+  // Round to nearest even, bit for bit as the F16C instruction vcvtps2ph (checked for all
+  // 2^32 inputs). ggml's portable ggml_compute_fp32_to_fp16 agrees except that it turns
+  // every NaN into 0x7e00; F16C keeps the top payload bits and sets the quiet bit.
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (absx > 0x7f800000u)  // NaN
+    return static_cast<uint16_t>(sign | 0x7e00u | ((absx >> 13) & 0x3ffu));
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (absx < 0x38800000u) {  // result is subnormal or zero
     if (absx < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal

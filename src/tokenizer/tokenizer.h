@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace df::gguf {
@@ -21,11 +22,25 @@ enum class TokenType : int32_t {
   UNDEFINED = 0, NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5, BYTE = 6,
 };
 
+// Everything the tokenizer takes from the tokenizer.ggml.* keys. from_gguf() fills it from a
+// file; tests build small vocabularies directly.
+struct TokenizerSource {
+  std::string model = "gpt2";        // tokenizer.ggml.model
+  std::string pre;                   // tokenizer.ggml.pre
+  std::vector<std::string> tokens;   // tokenizer.ggml.tokens (id = index)
+  std::vector<int32_t> token_types;  // tokenizer.ggml.token_type; empty = all NORMAL
+  std::vector<std::string> merges;   // tokenizer.ggml.merges (rank = index)
+  // The tokenizer.ggml.<name> id keys present in the file, e.g. {"eos_token_id", 151643}.
+  std::vector<std::pair<std::string, uint64_t>> ids;
+};
+
 class Tokenizer {
  public:
   // Reads tokenizer.ggml.* keys. Throws df::Error for an unsupported model/pre-tokenizer or
   // malformed vocabulary.
   static std::unique_ptr<Tokenizer> from_gguf(const gguf::File& f);
+  static TokenizerSource read_source(const gguf::File& f);
+  static std::unique_ptr<Tokenizer> from_source(const TokenizerSource& src);
   virtual ~Tokenizer() = default;
 
   // parse_special: text such as "<|im_start|>" becomes the special token (llama.cpp
@@ -40,10 +55,15 @@ class Tokenizer {
   virtual const std::string& token_text(Token t) const = 0;  // raw vocabulary string
   // Looks a token up by its vocabulary text; -1 when absent.
   virtual Token find(std::string_view text) const = 0;
-  // End-of-generation ids: tokenizer.ggml.eos_token_id, eot id and <|im_end|>/<|endoftext|>
-  // when present.
+  // End-of-generation ids, as llama.cpp's llama_vocab_is_eog: eos, eot and eom ids, the
+  // tokens named <|im_end|>, <|endoftext|> (and the other end-of-turn names llama.cpp knows),
+  // and the FIM pad/repo/file-separator tokens. Sorted ascending.
   virtual std::vector<Token> stop_tokens() const = 0;
   virtual bool is_stop(Token t) const = 0;
+  // Special ids as llama.cpp resolves them (key, else its default or detection); -1 if none.
+  virtual Token bos_id() const = 0;
+  virtual Token eos_id() const = 0;
+  virtual Token eot_id() const = 0;
 };
 
 // Turns a stream of token ids into text chunks that never split a UTF-8 sequence.

@@ -1,2 +1,310 @@
-// Random-weight model generator (being built).
-int main() { return 1; }
+// df_make_model: writes a random-weight qwen3 GGUF with the project's own GGUF writer, for
+// tests (llama.cpp loads the same file) and benchmarks.
+//
+// Weights are drawn so that activations stay O(1) through the layers and the logits have a
+// healthy spread: every linear weight ~ N(0, 1/sqrt(fan_in)); norm weights ~ 1 + N(0, 0.1);
+// the token embedding (and the tied output) ~ N(0, logit_std / sqrt(dim)) so that
+// logits = rmsnorm(x) . embd have a standard deviation of about logit_std (4 by default).
+// Every tensor has its own random stream seeded by (seed, tensor name), so the same seed gives
+// the same underlying floats for every --type: the f32/f16/bf16/q8_0 files are the same model
+// rounded differently.
+//
+// Tensor names and keys are those of llama.cpp's qwen3 loader (src/models/qwen3.cpp,
+// src/llama-arch.cpp). 1-D tensors (norms) are always F32.
+#include <cmath>
+#include <numbers>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "bpe_train.h"
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "quant/cpu/kernels.h"
+#include "quant/types.h"
+
+namespace df::make_model {
+namespace {
+
+// Model shape. Dimensions follow GGUF order: ne[0] is the input (row) dimension.
+struct Shape {
+  int layers = 4;
+  int dim = 256;        // n_embd
+  int ff = 768;         // n_ff
+  int heads = 4;        // n_head
+  int kv_heads = 2;     // n_head_kv
+  int head_dim = 64;    // key_length == value_length
+  int vocab = 1024;     // n_vocab
+  int ctx = 4096;       // context_length
+  float rope_base = 1000000.0f;
+  float rms_eps = 1e-6f;
+  // output.weight absent: the logits use token_embd. The default model is untied because a
+  // tied random model feeds each token's embedding straight back into its own logit and
+  // greedy decoding then repeats one token, which makes generation tests weak.
+  bool tied = false;
+};
+
+Shape preset(const std::string& name) {
+  Shape s;
+  if (name == "default") return s;
+  if (name == "bench05b") {  // Qwen3-0.6B's shape
+    s.layers = 28, s.dim = 1024, s.ff = 3072, s.heads = 16, s.kv_heads = 8, s.head_dim = 128;
+    s.vocab = 151936, s.ctx = 40960, s.tied = true;
+    return s;
+  }
+  throw Error("unknown preset '" + name + "' (default | bench05b)");
+}
+
+// splitmix64: small, portable, and identical on every platform (std::normal_distribution is
+// not specified bit-for-bit across standard libraries).
+struct Rng {
+  uint64_t state;
+  explicit Rng(uint64_t seed) : state(seed) {}
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
+  // Box-Muller, one value per call.
+  float normal() {
+    const double u1 = uniform(), u2 = uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  }
+};
+
+uint64_t name_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the name, keyed by the seed
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+GgmlType parse_type(const std::string& s) {
+  if (s == "f32") return GgmlType::F32;
+  if (s == "f16") return GgmlType::F16;
+  if (s == "bf16") return GgmlType::BF16;
+  if (s == "q8_0") return GgmlType::Q8_0;
+  throw Error("unknown --type '" + s + "' (f32 | f16 | bf16 | q8_0)");
+}
+
+// llama_ftype value for general.file_type.
+uint32_t file_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::BF16: return 32;
+    default: throw Error("no file type for " + std::string(type_name(t)));
+  }
+}
+
+class ModelWriter {
+ public:
+  ModelWriter(gguf::Writer& w, uint64_t seed, GgmlType type) : w_(w), seed_(seed), type_(type) {}
+
+  // A [rows, cols] weight (ne = {cols, rows}) with entries ~ N(0, sigma), stored in the
+  // file's weight type, quantized row by row.
+  void matrix(const std::string& name, int64_t cols, int64_t rows, float sigma) {
+    if (cols % type_info(type_).block_elems != 0)
+      throw Error("tensor " + name + ": row length " + std::to_string(cols) + " is not a multiple of the " +
+                  std::string(type_name(type_)) + " block");
+    Rng rng(name_seed(seed_, name));
+    const size_t rb = row_bytes(type_, cols);
+    std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& x : row) x = sigma * rng.normal();
+      cpu::quantize_row_ref(type_, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
+    }
+    w_.add_tensor(name, type_, {cols, rows}, data.data(), data.size());
+    n_params_ += cols * rows;
+  }
+
+  // A norm weight [n] ~ 1 + N(0, noise), always F32.
+  void norm(const std::string& name, int64_t n, float noise) {
+    Rng rng(name_seed(seed_, name));
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = 1.0f + noise * rng.normal();
+    w_.add_tensor(name, GgmlType::F32, {n}, v.data(), v.size() * sizeof(float));
+    n_params_ += n;
+  }
+
+  int64_t n_params() const { return n_params_; }
+
+ private:
+  gguf::Writer& w_;
+  uint64_t seed_;
+  GgmlType type_;
+  int64_t n_params_ = 0;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open vocabulary text '" + path + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A short ChatML template (the format Qwen uses), written for this generator.
+constexpr const char* kChatTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+    "}}{% endif %}";
+
+// Writes the tokenizer keys; returns the vocabulary size.
+int write_tokenizer(gguf::Writer& w, const std::string& vocab_text, const std::string& vocab_from,
+                    int vocab_size) {
+  if (!vocab_from.empty()) {
+    auto f = gguf::File::open(vocab_from);
+    int n = 0;
+    for (const auto& [key, value] : f->metadata()) {
+      if (key.rfind("tokenizer.", 0) != 0) continue;
+      w.set(key, value);
+      if (key == "tokenizer.ggml.tokens") n = static_cast<int>(value.array_size());
+    }
+    if (n == 0) throw Error("'" + vocab_from + "' has no tokenizer.ggml.tokens");
+    return n;
+  }
+  if (vocab_text.empty()) throw Error("give --vocab-text FILE (train a BPE) or --vocab-from VOCAB.gguf");
+  const Vocab v = train_byte_bpe(read_text(vocab_text), vocab_size);
+  std::fprintf(stderr, "df_make_model: trained %d merges (%d new tokens) on %s\n",
+               static_cast<int>(v.merges.size()), v.n_learnt, vocab_text.c_str());
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "qwen2");
+  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  w.set_string_array("tokenizer.ggml.merges", v.merges);
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
+  w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad));
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
+  w.set_bool("tokenizer.ggml.add_bos_token", false);
+  w.set_string("tokenizer.chat_template", kChatTemplate);
+  return vocab_size;
+}
+
+struct Options {
+  std::string out, preset = "default", type = "f32", vocab_text, vocab_from, name;
+  uint64_t seed = 42;
+  float logit_std = 4.0f;
+  float norm_noise = 0.1f;
+  float resid_gain = 1.0f;
+};
+
+int run(int argc, char** argv) {
+  CLI::App app{"df_make_model: random-weight qwen3 GGUF generator"};
+  Options o;
+  int layers = 0, dim = 0, ff = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, ctx = 0;
+  float rope_base = 0;
+  bool tied = false, untied = false;
+  app.add_option("-o,--out", o.out, "output GGUF")->required();
+  app.add_option("--preset", o.preset, "default | bench05b");
+  app.add_option("--layers", layers);
+  app.add_option("--dim", dim);
+  app.add_option("--ff", ff);
+  app.add_option("--heads", heads);
+  app.add_option("--kv-heads", kv_heads);
+  app.add_option("--head-dim", head_dim);
+  app.add_option("--vocab-size", vocab, "with --vocab-text: tokens in total (fillers pad it)");
+  app.add_option("--ctx", ctx, "context_length");
+  app.add_option("--rope-base", rope_base);
+  app.add_flag("--tied", tied, "share token_embd as the output matrix (bench05b default)");
+  app.add_flag("--untied", untied, "write a separate output.weight (default preset)");
+  app.add_option("--type", o.type, "weight type: f32 | f16 | bf16 | q8_0");
+  app.add_option("--seed", o.seed);
+  app.add_option("--logit-std", o.logit_std, "target standard deviation of the logits");
+  app.add_option("--resid-gain", o.resid_gain, "scale of attn_output / ffn_down (sublayer outputs)");
+  app.add_option("--vocab-text", o.vocab_text, "train a byte-level BPE on this text");
+  app.add_option("--vocab-from", o.vocab_from, "copy the tokenizer of this GGUF");
+  app.add_option("--name", o.name, "general.name");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (tied && untied) throw Error("--tied and --untied are exclusive");
+  if (!o.vocab_text.empty() && !o.vocab_from.empty()) throw Error("--vocab-text and --vocab-from are exclusive");
+
+  Shape s = preset(o.preset);
+  if (layers) s.layers = layers;
+  if (dim) s.dim = dim;
+  if (ff) s.ff = ff;
+  if (heads) s.heads = heads;
+  if (kv_heads) s.kv_heads = kv_heads;
+  if (head_dim) s.head_dim = head_dim;
+  if (vocab) s.vocab = vocab;
+  if (ctx) s.ctx = ctx;
+  if (rope_base > 0) s.rope_base = rope_base;
+  if (tied) s.tied = true;
+  if (untied) s.tied = false;
+  if (s.layers <= 0 || s.dim <= 0 || s.ff <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.head_dim <= 0)
+    throw Error("every dimension must be positive");
+  if (s.heads % s.kv_heads != 0)
+    throw Error("--heads " + std::to_string(s.heads) + " is not a multiple of --kv-heads " + std::to_string(s.kv_heads));
+  if (s.head_dim % 2 != 0) throw Error("--head-dim must be even (rope rotates pairs)");
+  const GgmlType type = parse_type(o.type);
+
+  gguf::Writer w;
+  w.set_string("general.architecture", "qwen3");
+  w.set_string("general.name", o.name.empty() ? "diskformer-random-" + o.preset : o.name);
+  w.set_u32("general.file_type", file_type(type));
+  w.set_u32("qwen3.block_count", static_cast<uint32_t>(s.layers));
+  w.set_u32("qwen3.context_length", static_cast<uint32_t>(s.ctx));
+  w.set_u32("qwen3.embedding_length", static_cast<uint32_t>(s.dim));
+  w.set_u32("qwen3.feed_forward_length", static_cast<uint32_t>(s.ff));
+  w.set_u32("qwen3.attention.head_count", static_cast<uint32_t>(s.heads));
+  w.set_u32("qwen3.attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
+  w.set_u32("qwen3.attention.key_length", static_cast<uint32_t>(s.head_dim));
+  w.set_u32("qwen3.attention.value_length", static_cast<uint32_t>(s.head_dim));
+  w.set_f32("qwen3.rope.freq_base", s.rope_base);
+  w.set_f32("qwen3.attention.layer_norm_rms_epsilon", s.rms_eps);
+  s.vocab = write_tokenizer(w, o.vocab_text, o.vocab_from, s.vocab);
+
+  ModelWriter m(w, o.seed, type);
+  const int64_t n_embd = s.dim, n_ff = s.ff, q_dim = int64_t{s.heads} * s.head_dim,
+                kv_dim = int64_t{s.kv_heads} * s.head_dim;
+  const float embd_sigma = o.logit_std / std::sqrt(static_cast<float>(n_embd));
+  auto lin = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
+  // Shapes are [rows, cols] = [out, in]; GGUF stores ne = {in, out}.
+  m.matrix("token_embd.weight", n_embd, s.vocab, embd_sigma);          // [n_vocab, n_embd]
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    m.norm(p + "attn_norm.weight", n_embd, o.norm_noise);              // [n_embd]
+    m.matrix(p + "attn_q.weight", n_embd, q_dim, lin(n_embd));         // [heads * head_dim, n_embd]
+    m.matrix(p + "attn_k.weight", n_embd, kv_dim, lin(n_embd));        // [kv_heads * head_dim, n_embd]
+    m.matrix(p + "attn_v.weight", n_embd, kv_dim, lin(n_embd));        // [kv_heads * head_dim, n_embd]
+    m.norm(p + "attn_q_norm.weight", s.head_dim, o.norm_noise);        // [head_dim]
+    m.norm(p + "attn_k_norm.weight", s.head_dim, o.norm_noise);        // [head_dim]
+    m.matrix(p + "attn_output.weight", q_dim, n_embd, o.resid_gain * lin(q_dim));     // [n_embd, heads * head_dim]
+    m.norm(p + "ffn_norm.weight", n_embd, o.norm_noise);               // [n_embd]
+    m.matrix(p + "ffn_gate.weight", n_embd, n_ff, lin(n_embd));        // [n_ff, n_embd]
+    m.matrix(p + "ffn_up.weight", n_embd, n_ff, lin(n_embd));          // [n_ff, n_embd]
+    m.matrix(p + "ffn_down.weight", n_ff, n_embd, o.resid_gain * lin(n_ff));          // [n_embd, n_ff]
+  }
+  m.norm("output_norm.weight", n_embd, o.norm_noise);                  // [n_embd]
+  if (!s.tied) m.matrix("output.weight", n_embd, s.vocab, embd_sigma);  // [n_vocab, n_embd]
+
+  w.write(o.out);
+  std::fprintf(stderr, "df_make_model: wrote %s (%s, %lld parameters, %d layers, dim %d, vocab %d, %s)\n",
+               o.out.c_str(), o.type.c_str(), static_cast<long long>(m.n_params()), s.layers, s.dim, s.vocab,
+               s.tied ? "tied" : "untied");
+  return 0;
+}
+
+}  // namespace
+}  // namespace df::make_model
+
+int main(int argc, char** argv) {
+  try {
+    return df::make_model::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "df_make_model: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,113 @@
+// Kernel selection (CPUID + XGETBV), activation formats, reference row conversions.
+#include "quant/cpu/kernels.h"
+
+#include <cpuid.h>
+
+#include <string>
+
+#include "common/error.h"
+#include "quant/cpu/kernels_isa.h"
+#include "quant/formats.h"
+
+namespace df::quant {
+void throw_unsupported_type(GgmlType t) {
+  const auto info = type_info(static_cast<uint32_t>(t));
+  throw Error("tensor type " +
+              (info ? std::string(info->name) : "#" + std::to_string(static_cast<uint32_t>(t))) +
+              " is not supported by the CPU kernels yet");
+}
+}  // namespace df::quant
+
+namespace df::cpu {
+namespace {
+
+uint64_t xgetbv0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+Isa detect_isa() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::SCALAR;
+  const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28),
+             f16c = c & (1u << 29);
+  if (!(osxsave && avx && fma && f16c)) return Isa::SCALAR;
+  const uint64_t xcr0 = xgetbv0();
+  if ((xcr0 & 0x6) != 0x6) return Isa::SCALAR;  // OS saves XMM and YMM state
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return Isa::SCALAR;
+  const bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
+  if (!(avx2 && bmi2)) return Isa::SCALAR;
+  const bool f512 = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30),
+             vl = b & (1u << 31), vnni = c & (1u << 11);
+  unsigned a1 = 0, b1, c1, d1;
+  const bool bf16 = __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 5));
+  const bool os_zmm = (xcr0 & 0xe6) == 0xe6;  // opmask, ZMM_Hi256, Hi16_ZMM
+  if (f512 && dq && bw && vl && vnni && bf16 && os_zmm) return Isa::AVX512;
+  return Isa::AVX2;
+}
+
+}  // namespace
+
+Isa best_isa() {
+  static const Isa isa = detect_isa();
+  return isa;
+}
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::SCALAR: return "scalar";
+    case Isa::AVX2: return "avx2";
+    case Isa::AVX512: return "avx512";
+  }
+  return "?";
+}
+
+Isa parse_isa(std::string_view s) {
+  if (s == "auto") return best_isa();
+  for (Isa isa : {Isa::SCALAR, Isa::AVX2, Isa::AVX512})
+    if (s == isa_name(isa)) return isa;
+  throw Error("unknown ISA '" + std::string(s) + "' (expected scalar, avx2, avx512 or auto)");
+}
+
+GgmlType vec_dot_type(GgmlType w) {
+  return quant::visit_format(quant::WeightFormats{}, w,
+                             []<class F>(F) { return F::Act::type; });
+}
+
+size_t act_row_bytes(GgmlType w, int64_t n) { return row_bytes(vec_dot_type(w), n); }
+
+void check_row_elems(GgmlType w, int64_t n) {
+  const auto& ti = type_info(w);
+  if (n <= 0 || n % ti.block_elems != 0)
+    throw Error("row of " + std::to_string(n) + " elements is not a positive multiple of the " +
+                std::string(ti.name) + " block size " + std::to_string(ti.block_elems));
+}
+
+const Kernels& kernels(Isa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(best_isa()))
+    throw Error("this CPU cannot run the " + std::string(isa_name(isa)) + " kernels (best: " +
+                std::string(isa_name(best_isa())) + ")");
+  switch (isa) {
+    case Isa::SCALAR: return kKernelsScalar;
+    case Isa::AVX2: return kKernelsAvx2;
+    case Isa::AVX512: return kKernelsAvx512;
+  }
+  throw Error("bad ISA value");
+}
+
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
+  check_row_elems(t, n);
+  quant::visit_format(quant::WeightFormats{}, t, [&]<class F>(F) {
+    F::dequantize_ref(static_cast<const typename F::Block*>(src), dst, n / F::block_elems);
+  });
+}
+
+void quantize_row_ref(GgmlType t, const float* src, void* dst, int64_t n) {
+  check_row_elems(t, n);
+  quant::visit_format(quant::WeightFormats{}, t, [&]<class F>(F) {
+    F::quantize_ref(src, static_cast<typename F::Block*>(dst), n / F::block_elems);
+  });
+}
+
+}  // namespace df::cpu

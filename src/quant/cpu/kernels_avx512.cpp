@@ -1,0 +1,325 @@
+// AVX-512 kernels (F, BW, VL, DQ, VNNI, BF16; e.g. Zen 4, Sapphire Rapids). Called only
+// after best_isa() has checked the CPU and OS (kernels.cpp).
+//
+// Numerics per weight type (see formats_*.h for the reference they are tested against):
+//   F32  : f32 FMA, 16 lanes per accumulator.
+//   F16  : both sides widened with vcvtph2ps (exact), f32 FMA.
+//   BF16 : vdpbf16ps, as ggml-cpu's AVX512_BF16 build: bf16 products are exact in f32, the
+//          adds round to nearest even with denormals treated as zero (the instruction's DAZ).
+//   Q8_0 : exact int32 block sums with vpdpbusd, scaled by fp16(dw)*fp16(da) and accumulated
+//          in f32 lanes (block b in lanes 0-7, block b+1 in lanes 8-15), as ggml's per-lane
+//          FMA accumulation. vpdpbusd multiplies unsigned by signed bytes, so the weight is
+//          offset to w+128 and 128*sum(a) subtracted: exact for every int8 input.
+#include <immintrin.h>
+
+#include <cstring>
+
+// GCC 12's AVX-512 intrinsics (_mm512_cvtph_ps, _mm512_reduce_add_ps, ...) pass
+// _mm512_undefined_ps(), which is self-initialised and trips -Wuninitialized when inlined
+// (GCC bug 105593). No variable of ours is affected.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "quant/cpu/gemm_tiled.h"
+#include "quant/cpu/kernels_isa.h"
+#include "quant/formats.h"
+
+namespace df::cpu {
+namespace {
+
+using quant::FormatBF16;
+using quant::FormatF16;
+using quant::FormatF32;
+using quant::FormatQ8_0;
+
+// Lanes [0, m) set, m <= 16 / 32.
+inline __mmask16 mask16(int64_t m) { return static_cast<__mmask16>((1u << m) - 1u); }
+inline __mmask32 mask32(int64_t m) {
+  return static_cast<__mmask32>(m >= 32 ? 0xffffffffu : (1u << m) - 1u);
+}
+
+// ---------------- F32 / F16 / BF16: elementwise loaders + one tiled microkernel ----------------
+
+// Elem policies: kStep elements per vector V; load / load_tail (zero filled) from element k;
+// madd(acc, w, a) accumulates w*a into 16 f32 lanes.
+struct ElemF32 {
+  using Block = float;
+  using V = __m512;
+  static constexpr int kStep = 16;
+  static V load(const Block* p) { return _mm512_loadu_ps(p); }
+  static V load_tail(const Block* p, int64_t m) { return _mm512_maskz_loadu_ps(mask16(m), p); }
+  static __m512 madd(__m512 acc, V w, V a) { return _mm512_fmadd_ps(w, a, acc); }
+};
+
+struct ElemF16 {
+  using Block = uint16_t;
+  using V = __m512;
+  static constexpr int kStep = 16;
+  static V load(const Block* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static V load_tail(const Block* p, int64_t m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask16(m), p));
+  }
+  static __m512 madd(__m512 acc, V w, V a) { return _mm512_fmadd_ps(w, a, acc); }
+};
+
+struct ElemBF16 {
+  using Block = uint16_t;
+  using V = __m512i;  // 32 raw bf16
+  static constexpr int kStep = 32;
+  static V load(const Block* p) { return _mm512_loadu_si512(p); }
+  static V load_tail(const Block* p, int64_t m) { return _mm512_maskz_loadu_epi16(mask32(m), p); }
+  static __m512 madd(__m512 acc, V w, V a) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(w), reinterpret_cast<__m512bh>(a));
+  }
+};
+
+template <class E, int Rows, int Cols, int RowsDecode>
+struct MkFloat {
+  static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
+
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
+    using B = typename E::Block;
+    const B* w[R];
+    const B* a[C];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
+    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const B*>(ap[c]);
+    __m512 acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + E::kStep <= n; k += E::kStep) {
+      typename E::V wv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) wv[r] = E::load(w[r] + k);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const typename E::V av = E::load(a[c] + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][c] = E::madd(acc[r][c], wv[r], av);
+      }
+    }
+    if (k < n) {
+      const int64_t m = n - k;
+      typename E::V wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = E::load_tail(w[r] + k, m);
+      for (int c = 0; c < C; ++c) {
+        const typename E::V av = E::load_tail(a[c] + k, m);
+        for (int r = 0; r < R; ++r) acc[r][c] = E::madd(acc[r][c], wv[r], av);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]);
+  }
+};
+
+// ---------------- Q8_0 ----------------
+
+struct MkQ8_0 {
+  static constexpr int kRows = 4, kCols = 4, kRowsDecode = 4;
+  using Block = BlockQ8_0;
+
+  // Quants of blocks b (bytes 0-31) and b+1 (bytes 32-63); with Two == false only block b.
+  template <bool Two>
+  static __m512i quants(const Block* b) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
+    if constexpr (Two)
+      return _mm512_inserti64x4(_mm512_castsi256_si512(lo),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
+    else
+      return _mm512_zextsi256_si512(lo);
+  }
+  // Scales as f32: d(b) in lanes 0-7, d(b+1) (or 0) in lanes 8-15.
+  template <bool Two>
+  static __m512 scales(const Block* b) {
+    const __m128i lo = _mm_set1_epi16(static_cast<short>(b[0].d));
+    const __m128i hi = Two ? _mm_set1_epi16(static_cast<short>(b[1].d)) : _mm_setzero_si128();
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  }
+
+  template <int R, int C, bool Two>
+  static void step(const Block* const* w, const Block* const* a, int64_t b, __m512 (&acc)[R][C]) {
+    const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512i wq[R];
+    __m512 wd[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      wq[r] = _mm512_xor_si512(quants<Two>(w[r] + b), offset);  // w + 128 as unsigned
+      wd[r] = scales<Two>(w[r] + b);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m512i aq = quants<Two>(a[c] + b);
+      const __m512 ad = scales<Two>(a[c] + b);
+      // -128 * (sum of each lane's 4 activation bytes)
+      const __m512i ncorr =
+          _mm512_sub_epi32(_mm512_setzero_si512(),
+                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, aq));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i isum = _mm512_dpbusd_epi32(ncorr, wq[r], aq);
+        acc[r][c] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd[r], ad), acc[r][c]);
+      }
+    }
+  }
+
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
+    const Block* w[R];
+    const Block* a[C];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp[r]);
+    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const Block*>(ap[c]);
+    __m512 acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    const int64_t nb = n / kQK8_0;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) step<R, C, true>(w, a, b, acc);
+    if (b < nb) step<R, C, false>(w, a, b, acc);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]);
+  }
+};
+
+// ---------------- activation quantisers (bit exact with the formats' quantize_act) ----------------
+
+void quantize_act_f16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  if (i < n) {
+    const __mmask16 m = mask16(n - i);
+    _mm256_mask_storeu_epi16(y + i, m,
+                             _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i),
+                                             _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+
+// ggml_compute_fp32_to_bf16 on 16 lanes: NaN -> (u >> 16) | 64, else round to nearest even.
+__m256i bf16_round(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i bias =
+      _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1)));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+  const __m512i res =
+      _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(hi, _mm512_set1_epi32(64)));
+  return _mm512_cvtepi32_epi16(res);
+}
+
+void quantize_act_bf16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), bf16_round(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = mask16(n - i);
+    _mm256_mask_storeu_epi16(y + i, m, bf16_round(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+// ggml-cpu quantize_row_q8_0 (x86): d = amax/127, id = 127/amax, nearest-even rounding.
+void quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, x += kQK8_0) {
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    const __m512 vid = _mm512_set1_ps(id);
+    // cvtps2dq rounds to nearest even under the default MXCSR; values lie in [-127, 127].
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16), _mm512_cvtsepi32_epi8(q1));
+  }
+}
+
+// ---------------- per-format registry ----------------
+
+// Simd<F>: this ISA's kernels for weight format F; formats without a specialisation use
+// the scalar kernels.
+template <class F>
+struct Simd;
+template <>
+struct Simd<FormatF32> {
+  using Mk = MkFloat<ElemF32, 4, 4, 4>;
+  static void quantize_act(const float* x, void* y, int64_t n) {
+    std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
+  }
+};
+template <>
+struct Simd<FormatF16> {
+  using Mk = MkFloat<ElemF16, 4, 4, 4>;
+  static void quantize_act(const float* x, void* y, int64_t n) {
+    quantize_act_f16(x, static_cast<uint16_t*>(y), n);
+  }
+};
+template <>
+struct Simd<FormatBF16> {
+  using Mk = MkFloat<ElemBF16, 4, 4, 4>;
+  static void quantize_act(const float* x, void* y, int64_t n) {
+    quantize_act_bf16(x, static_cast<uint16_t*>(y), n);
+  }
+};
+template <>
+struct Simd<FormatQ8_0> {
+  using Mk = MkQ8_0;
+  static void quantize_act(const float* x, void* y, int64_t n) {
+    quantize_act_q8_0(x, static_cast<BlockQ8_0*>(y), n / kQK8_0);
+  }
+};
+
+template <class F>
+concept HasSimd = requires { typename Simd<F>::Mk; };
+
+void quantize_act(GgmlType w, const float* x, void* out, int64_t n) {
+  check_row_elems(w, n);
+  quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
+    if constexpr (HasSimd<F>)
+      Simd<F>::quantize_act(x, out, n);
+    else
+      kKernelsScalar.quantize_act(w, x, out, n);
+  });
+}
+
+float vec_dot(GgmlType w, int64_t n, const void* w_row, const void* act_row) {
+  check_row_elems(w, n);
+  return quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
+    if constexpr (HasSimd<F>) {
+      const uint8_t* wp = static_cast<const uint8_t*>(w_row);
+      const uint8_t* ap = static_cast<const uint8_t*>(act_row);
+      float out;
+      Simd<F>::Mk::template tile<1, 1>(n, &wp, &ap, &out);
+      return out;
+    } else {
+      return kKernelsScalar.vec_dot(w, n, w_row, act_row);
+    }
+  });
+}
+
+void gemm(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
+          const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+  check_row_elems(w, n);
+  quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
+    if constexpr (HasSimd<F>)
+      tiled::gemm<typename Simd<F>::Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+    else
+      kKernelsScalar.gemm(w, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+  });
+}
+
+}  // namespace
+
+const Kernels kKernelsAvx512 = {Isa::AVX512, &quantize_act, &vec_dot, &gemm};
+
+}  // namespace df::cpu

@@ -1,0 +1,101 @@
+#include "tokenizer/bpe.h"
+
+#include <algorithm>
+#include <queue>
+
+namespace df {
+
+BpeMerger::BpeMerger(const StringMap& token_ids, int32_t n_vocab,
+                     const std::vector<std::string>& merges)
+    : n_vocab_(n_vocab), pieces_(token_ids) {
+  pairs_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const std::string& m = merges[rank];
+    const size_t sp = m.find(' ', 1);
+    if (sp == std::string::npos) continue;
+    const int32_t l = intern(m.substr(0, sp));
+    const int32_t r = intern(m.substr(sp + 1));
+    const int32_t result = intern(m.substr(0, sp) + m.substr(sp + 1));
+    pairs_.emplace(key(l, r), Merge{static_cast<int32_t>(rank), result});  // first rank wins
+  }
+}
+
+int32_t BpeMerger::intern(const std::string& s) {
+  auto [it, inserted] = pieces_.emplace(s, 0);
+  if (inserted) it->second = n_vocab_ + static_cast<int32_t>(pieces_.size()) - 1;
+  return it->second;
+}
+
+int32_t BpeMerger::piece_id(std::string_view s) const {
+  auto it = pieces_.find(s);
+  return it == pieces_.end() ? -1 : it->second;
+}
+
+void BpeMerger::encode_word(std::string_view word, std::vector<Token>& out) const {
+  // A symbol is a span of word; merged-away symbols have len 0.
+  struct Symbol {
+    uint32_t off, len;
+    int32_t piece;
+    int32_t prev, next;
+  };
+  std::vector<Symbol> sym;
+  sym.reserve(word.size());
+  // Initial symbols: UTF-8 characters by lead-byte length (clipped at the end of the word).
+  for (size_t off = 0; off < word.size();) {
+    const auto lead = static_cast<uint8_t>(word[off]);
+    size_t n = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    n = std::min(n, word.size() - off);
+    const auto i = static_cast<int32_t>(sym.size());
+    sym.push_back({static_cast<uint32_t>(off), static_cast<uint32_t>(n),
+                   piece_id(word.substr(off, n)), i - 1, -1});
+    if (i > 0) sym[i - 1].next = i;
+    off += n;
+  }
+
+  struct Candidate {
+    int32_t rank, left, right, left_piece, right_piece;
+    // std::priority_queue pops the largest: invert so the lowest rank, then leftmost, wins.
+    bool operator<(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : left > o.left;
+    }
+  };
+  std::priority_queue<Candidate> queue;
+  auto consider = [&](int32_t l, int32_t r) {
+    if (l < 0 || r < 0 || sym[l].piece < 0 || sym[r].piece < 0) return;
+    auto it = pairs_.find(key(sym[l].piece, sym[r].piece));
+    if (it == pairs_.end()) return;
+    queue.push({it->second.rank, l, r, sym[l].piece, sym[r].piece});
+  };
+  for (int32_t i = 1; i < static_cast<int32_t>(sym.size()); ++i) consider(i - 1, i);
+
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& l = sym[c.left];
+    Symbol& r = sym[c.right];
+    // Stale: one side was merged away or has grown since the candidate was queued.
+    if (l.len == 0 || r.len == 0 || l.piece != c.left_piece || r.piece != c.right_piece) continue;
+    l.len += r.len;
+    l.piece = pairs_.at(key(c.left_piece, c.right_piece)).result;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = c.left;
+    consider(l.prev, c.left);
+    consider(c.left, l.next);
+  }
+
+  for (int32_t i = sym.empty() ? -1 : 0; i >= 0; i = sym[i].next) {
+    const Symbol& s = sym[i];
+    if (s.piece >= 0 && s.piece < n_vocab_) {
+      out.push_back(s.piece);
+      continue;
+    }
+    // Not a token: emit the single bytes that are tokens.
+    for (uint32_t k = 0; k < s.len; ++k) {
+      const int32_t t = piece_id(word.substr(s.off + k, 1));
+      if (t >= 0 && t < n_vocab_) out.push_back(t);
+    }
+  }
+}
+
+}  // namespace df
