@@ -143,14 +143,13 @@ const std::vector<float>& Session::prefill(const std::vector<Token>& prompt) {
   int64_t start = keep;
   if (!state_->rewindable()) {
     const auto cur = static_cast<int64_t>(tokens_.size());
+    start = cur <= keep ? cur : 0;  // the state as it is, or a new sequence
     const Kept* best = nullptr;
     for (const Kept& k : checkpoints_)
-      if (k.pos <= keep && k.pos > cur) best = &k;
+      if (k.pos <= keep && k.pos > start) best = &k;
     if (best) {
       state_->restore(*best->state);
       start = best->pos;
-    } else {
-      start = cur <= keep ? cur : 0;
     }
   }
   const double t0 = now_seconds();
