@@ -41,6 +41,10 @@ struct GenerateOptions {
   SamplerOptions sampling;
   int64_t max_new_tokens = 128;
   bool stop_at_eog = true;     // stop on the model's end-of-turn / end-of-text ids
+  // Prompt positions to keep a recurrent-state checkpoint at (hybrid models), e.g. where a
+  // chat's history ends: the next turn re-renders the answer differently from the generated
+  // tokens, and restarts from there instead of from the start.
+  std::vector<int64_t> checkpoint_at;
 };
 
 struct Stats {
@@ -94,7 +98,8 @@ class Session {
 
   // Makes the cache hold exactly `prompt` and returns the logits after its last token.
   // Throws df::Error when the prompt is empty or longer than the context.
-  const std::vector<float>& prefill(const std::vector<Token>& prompt);
+  // checkpoint_at: positions to keep a checkpoint at on the way (see GenerateOptions).
+  const std::vector<float>& prefill(const std::vector<Token>& prompt, const std::vector<int64_t>& checkpoint_at = {});
   // Appends one token and returns the logits after it.
   const std::vector<float>& decode(Token t);
   // Logits of every position of `tokens` ([n, n_vocab] row-major), computed from position 0.
@@ -114,7 +119,7 @@ class Session {
   std::vector<int64_t> checkpoint_positions() const;
 
  private:
-  enum class CheckpointKind { PERIODIC, PROMPT, TURN };
+  enum class CheckpointKind { PERIODIC, PROMPT, TURN, MARK };
   struct Kept {
     int64_t pos;
     CheckpointKind kind;
@@ -122,7 +127,8 @@ class Session {
   };
   // Runs ids at positions pos0.. through the model in chunks (split at periodic checkpoint
   // positions), keeping the bookkeeping of cache_tokens_ and checkpoints_ right.
-  void run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out);
+  void run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out,
+           const std::vector<int64_t>& marks = {});
   // KV rows [pos0, pos0 + n) now hold ids: update cache_tokens_, drop checkpoints that no
   // longer match.
   void note_written(int64_t pos0, const Token* ids, int64_t n);

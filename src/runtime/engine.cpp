@@ -95,7 +95,8 @@ void Session::keep_checkpoint(int64_t pos, CheckpointKind kind) {
   }
 }
 
-void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out) {
+void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out,
+                  const std::vector<int64_t>& marks) {
   note_written(pos0, ids, n);
   const int64_t B = state_->max_chunk();
   const int64_t every = state_->rewindable() ? 0 : engine_.options().checkpoint_every;
@@ -103,6 +104,8 @@ void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, fl
     for (int64_t i = 0; i < n;) {
       int64_t m = std::min(B, n - i);
       if (every > 0) m = std::min(m, ((pos0 + i) / every + 1) * every - (pos0 + i));  // stop at a multiple
+      for (int64_t mk : marks)  // and at requested positions
+        if (mk > pos0 + i && mk < pos0 + i + m) m = mk - (pos0 + i);
       const bool last = i + m == n;
       float* dst = nullptr;
       if (all_logits) {
@@ -113,6 +116,7 @@ void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, fl
       engine_.model().forward(*state_, ids + i, m, pos0 + i, all_logits, dst);
       i += m;
       tokens_.assign(cache_tokens_.begin(), cache_tokens_.begin() + (pos0 + i));
+      if (std::find(marks.begin(), marks.end(), pos0 + i) != marks.end()) keep_checkpoint(pos0 + i, CheckpointKind::MARK);
       if (every > 0 && (pos0 + i) % every == 0) keep_checkpoint(pos0 + i, CheckpointKind::PERIODIC);
     }
   } catch (...) {
@@ -125,7 +129,7 @@ void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, fl
   }
 }
 
-const std::vector<float>& Session::prefill(const std::vector<Token>& prompt) {
+const std::vector<float>& Session::prefill(const std::vector<Token>& prompt, const std::vector<int64_t>& checkpoint_at) {
   const auto n = static_cast<int64_t>(prompt.size());
   if (n == 0) throw Error("the prompt is empty");
   if (n > n_ctx())
@@ -153,7 +157,7 @@ const std::vector<float>& Session::prefill(const std::vector<Token>& prompt) {
     }
   }
   const double t0 = now_seconds();
-  run(prompt.data() + start, n - start, start, false, logits_.data());
+  run(prompt.data() + start, n - start, start, false, logits_.data(), state_->rewindable() ? std::vector<int64_t>{} : checkpoint_at);
   keep_checkpoint(n, CheckpointKind::PROMPT);
   stats_.prefill_seconds = now_seconds() - t0;
   stats_.prompt_tokens = n;
@@ -214,7 +218,7 @@ std::vector<Token> Session::generate(const std::vector<Token>& prompt, const Gen
   Sampler sampler(opt.sampling);
   const Tokenizer& tok = engine_.tokenizer();
   std::vector<Token> out;
-  const std::vector<float>* logits = &prefill(prompt);
+  const std::vector<float>* logits = &prefill(prompt, opt.checkpoint_at);
   const int64_t n_vocab = engine_.info().n_vocab;
   stats_.generated_tokens = 0;
   stats_.decode_seconds = 0.0;

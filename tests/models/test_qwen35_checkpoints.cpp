@@ -126,6 +126,31 @@ TEST(Qwen35Checkpoints, ThreeTurnChatPrefillsOnlyTheNewTurn) {
   EXPECT_LT(normalised_error(fresh_logits(*engine, prompt).data(), got.data(), got.size()), 1e-10);
 }
 
+TEST(Qwen35Checkpoints, ChatHistoryMarkSurvivesAReRenderedAnswer) {
+  // A chat template renders a past answer differently from the tokens generated (e.g. without
+  // its think block): the next prompt diverges right after the history. A checkpoint marked
+  // at the history's end is where the next turn restarts.
+  auto engine = load_q35();
+  Session s(*engine);
+  const auto history = ids(25, 20);
+  const auto header = ids(4, 21);  // "<|im_start|>assistant\n<think>\n" of the generation prompt
+  std::vector<Token> prompt = history;
+  prompt.insert(prompt.end(), header.begin(), header.end());
+  GenerateOptions go;
+  go.max_new_tokens = 6;
+  go.stop_at_eog = false;
+  go.checkpoint_at = {static_cast<int64_t>(history.size())};
+  EXPECT_EQ(s.generate(prompt, go, nullptr).size(), 6u);
+  std::vector<Token> next = history;
+  const auto rendered = ids(9, 22);  // the answer as the template renders it, then a new turn
+  next.insert(next.end(), rendered.begin(), rendered.end());
+  next.insert(next.end(), header.begin(), header.end());
+  const auto got = s.prefill(next);
+  EXPECT_EQ(s.stats().reused_tokens, 25);
+  EXPECT_EQ(s.stats().prefilled_tokens, static_cast<int64_t>(next.size()) - 25);
+  EXPECT_LT(normalised_error(fresh_logits(*engine, next).data(), got.data(), got.size()), 1e-10);
+}
+
 TEST(Qwen35Checkpoints, EditedPromptRestartsFromTheNearestCheckpoint) {
   auto engine = load_q35(/*every=*/16, /*max_kept=*/8, /*chunk=*/7);
   Session s(*engine);
