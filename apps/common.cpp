@@ -17,6 +17,12 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--isa", f.isa, "CPU instruction set: auto, scalar, avx2, avx512")
       ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
+  app.add_option("--checkpoint-every", f.checkpoint_every,
+                 "hybrid models: also checkpoint the recurrent state every N tokens, for prefix reuse (0: only "
+                 "at the end of each prompt and answer)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-checkpoints", f.max_checkpoints, "hybrid models: checkpoints a session keeps")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("-q,--quiet", f.quiet, "no progress bar or statistics");
 }
 
@@ -45,6 +51,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;
+  o.checkpoint_every = f.checkpoint_every;
+  o.max_checkpoints = f.max_checkpoints;
   if (!f.quiet) o.on_progress = [](double x) { progress_bar("loading", x); };
   return Engine::load(o);
 }

@@ -54,6 +54,14 @@ class Qwen3State final : public ModelState {
   int64_t max_chunk() const override { return opt_.max_chunk; }
   uint64_t cache_bytes() const override { return cache_bytes_; }
   uint64_t scratch_bytes() const override { return scratch_bytes_; }
+  // The KV cache is the whole state: a checkpoint is just a position.
+  bool rewindable() const override { return true; }
+  std::unique_ptr<StateCheckpoint> capture(int64_t pos) override {
+    auto c = std::make_unique<StateCheckpoint>();
+    c->pos = pos;
+    return c;
+  }
+  void restore(const StateCheckpoint&) override {}
 
   // Logits for every row of a chunk, allocated the first time they are asked for.
   Tensor logits_all() {

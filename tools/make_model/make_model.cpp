@@ -25,6 +25,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bpe_train.h"
+#include "qwen35_model.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "quant/cpu/kernels.h"
@@ -195,7 +196,7 @@ int write_tokenizer(gguf::Writer& w, const std::string& vocab_text, const std::s
 }
 
 struct Options {
-  std::string out, preset = "default", type = "f32", vocab_text, vocab_from, name;
+  std::string out, arch = "qwen3", preset = "default", type = "f32", vocab_text, vocab_from, name;
   uint64_t seed = 42;
   float logit_std = 4.0f;
   float norm_noise = 0.1f;
@@ -209,6 +210,9 @@ int run(int argc, char** argv) {
   float rope_base = 0;
   bool tied = false, untied = false;
   app.add_option("-o,--out", o.out, "output GGUF")->required();
+  app.add_option("--arch", o.arch, "qwen3 | qwen35")->check(CLI::IsMember({"qwen3", "qwen35"}));
+  Qwen35Flags q35;
+  add_qwen35_flags(app, q35);
   app.add_option("--preset", o.preset, "default | bench05b");
   app.add_option("--layers", layers);
   app.add_option("--dim", dim);
@@ -256,9 +260,20 @@ int run(int argc, char** argv) {
   const GgmlType type = parse_type(o.type);
 
   gguf::Writer w;
-  w.set_string("general.architecture", "qwen3");
+  w.set_string("general.architecture", o.arch);
   w.set_string("general.name", o.name.empty() ? "diskformer-random-" + o.preset : o.name);
   w.set_u32("general.file_type", file_type(type));
+  if (o.arch == "qwen35") {  // tools/make_model/qwen35_model.cpp
+    s.vocab = write_tokenizer(w, o.vocab_text, o.vocab_from, s.vocab);
+    const BaseShape base{s.layers, s.dim, s.ff, s.heads, s.kv_heads, s.head_dim, s.vocab, s.ctx,
+                         s.rope_base, s.rms_eps, s.tied};
+    const int64_t n_params = write_qwen35(w, base, q35, type, {o.seed, o.logit_std, o.norm_noise, o.resid_gain});
+    w.write(o.out);
+    std::fprintf(stderr, "df_make_model: wrote %s (qwen35, %s, %lld parameters, %d layers + %d MTP, dim %d, vocab %d)\n",
+                 o.out.c_str(), o.type.c_str(), static_cast<long long>(n_params), s.layers, q35.mtp_layers, s.dim,
+                 s.vocab);
+    return 0;
+  }
   w.set_u32("qwen3.block_count", static_cast<uint32_t>(s.layers));
   w.set_u32("qwen3.context_length", static_cast<uint32_t>(s.ctx));
   w.set_u32("qwen3.embedding_length", static_cast<uint32_t>(s.dim));

@@ -49,6 +49,7 @@ int resolve_threads(int n) {
 
 CpuBackend::CpuBackend(const CpuOptions& opt)
     : kernels_(kernels(opt.isa)),
+      ssm_(ssm_vec(opt.isa)),
       pool_(resolve_threads(opt.threads)),
       thread_buf_(static_cast<size_t>(pool_.size())),
       thread_bytes_(static_cast<size_t>(pool_.size())) {}

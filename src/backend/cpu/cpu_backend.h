@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/ssm_vec.h"
 #include "backend/cpu/thread_pool.h"
 #include "quant/cpu/kernels.h"
 
@@ -38,6 +39,14 @@ class CpuBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& src, const Tensor& dst) override;
+  // Recurrent-layer ops (ssm_ops.cpp).
+  void unary(UnaryOp op, const Tensor& x, const Tensor& y) override;
+  void sigmoid_mul(const Tensor& gate, const Tensor& x, const Tensor& out) override;
+  void softplus_scale(const Tensor& x, const Tensor& bias, const Tensor& scale, const Tensor& out) override;
+  void l2_norm(const Tensor& x, int64_t group, float eps, const Tensor& y) override;
+  void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y) override;
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        const Tensor& state, float scale, const Tensor& out) override;
 
   int threads() const { return pool_.size(); }
   Isa isa() const { return kernels_.isa; }
@@ -51,6 +60,7 @@ class CpuBackend final : public Backend {
   uint8_t* thread_bytes(int thread, size_t bytes);
 
   const Kernels& kernels_;
+  const SsmVec& ssm_;
   ThreadPool pool_;
   std::vector<uint8_t> act_buf_;
   std::vector<std::vector<float>> thread_buf_;
