@@ -31,7 +31,7 @@ std::string resolve_model_path(const std::string& m) {
   for (const char* p : {DF_DEFAULT_MODEL_BUILD, DF_DEFAULT_MODEL_INSTALL})
     if (std::filesystem::exists(p)) return p;
   throw Error(std::string("the default model was not found at ") + DF_DEFAULT_MODEL_BUILD +
-              " (build the 'default_model' target) — or pass -m MODEL");
+              " — pass -m MODEL");
 }
 
 void progress_bar(const std::string& label, double fraction) {
