@@ -5,6 +5,9 @@
 //   GMACps       multiply-adds per second (prefill is compute bound)
 // "hot" runs one 4096x4096 matrix again and again (L3-resident when it fits); "cold" cycles
 // through enough copies (>= 256 MiB) that every call streams its weights from DRAM.
+// When built with llama.cpp (DF_LLAMA_SRC/DF_LLAMA_LIB), matvec_ggml/* runs llama.cpp's own
+// CPU vec_dot (the libggml-cpu variant ggml would pick here) row by row on the same data,
+// as a baseline.
 //
 //   bench_matvec --benchmark_format=json
 #include <benchmark/benchmark.h>
@@ -15,6 +18,9 @@
 
 #include "quant/cpu/kernels.h"
 #include "quant/types.h"
+#ifdef DF_BENCH_GGML
+#include "ggml_dl.h"
+#endif
 
 namespace {
 
@@ -42,7 +48,12 @@ Matrices make_weights(GgmlType t, int64_t rows, int64_t k, size_t min_total_byte
   return m;
 }
 
-void bm_gemm(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool cold) {
+// Y = W x for a 4096x4096 W: ours (gemm) or, with ggml_dot set, ggml's vec_dot per row.
+using GgmlDot = void (*)(int n, float* s, size_t bs, const void* x, size_t bx, const void* y,
+                         size_t by, int nrc);
+
+void bm_matvec_impl(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool cold,
+                    GgmlDot ggml_dot) {
   if (static_cast<int>(isa) > static_cast<int>(df::cpu::best_isa())) {
     state.SkipWithError("ISA not available on this CPU");
     return;
@@ -61,8 +72,14 @@ void bm_gemm(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool c
   std::vector<float> y(rows * n_act);
   size_t c = 0;
   for (auto _ : state) {
-    kr.gemm(t, k, W.copies[c].data(), W.row_bytes, 0, rows, act.data(), act_bytes, n_act,
-            y.data(), rows);
+    if (ggml_dot) {
+      for (int64_t i = 0; i < rows; ++i)
+        ggml_dot(static_cast<int>(k), &y[i], 0, W.copies[c].data() + i * W.row_bytes, 0,
+                 act.data(), 0, 1);
+    } else {
+      kr.gemm(t, k, W.copies[c].data(), W.row_bytes, 0, rows, act.data(), act_bytes, n_act,
+              y.data(), rows);
+    }
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
     c = (c + 1) % W.copies.size();
@@ -72,6 +89,10 @@ void bm_gemm(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool c
       weight_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GMACps"] = benchmark::Counter(
       double(rows) * k * n_act * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void bm_gemm(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool cold) {
+  bm_matvec_impl(state, t, isa, n_act, cold, nullptr);
 }
 
 // Activation quantisation of one 4096-row (included in every decode step).
@@ -111,6 +132,21 @@ int register_all() {
       benchmark::RegisterBenchmark(("quantize_act/" + name).c_str(), bm_quantize_act, t, isa)
           ->Unit(benchmark::kMicrosecond);
     }
+#ifdef DF_BENCH_GGML
+  static const df::test::GgmlLibs libs;  // kept loaded for the whole run
+  if (libs.error().empty() && libs.cpu_traits(GGML_TYPE_F32))
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
+      for (bool cold : {false, true}) {
+        // ggml's activation format equals ours (quantize_act is bit exact with from_float)
+        const GgmlDot dot = libs.cpu_traits(static_cast<ggml_type>(t))->vec_dot;
+        benchmark::RegisterBenchmark(
+            ("matvec_ggml/" + std::string(df::type_name(t)) + "/" + libs.cpu_variant() +
+             (cold ? "/cold" : "/hot"))
+                .c_str(),
+            bm_matvec_impl, t, Isa::SCALAR, int64_t{1}, cold, dot)
+            ->Unit(benchmark::kMicrosecond);
+      }
+#endif
   return 0;
 }
 const int registered = register_all();

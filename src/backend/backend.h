@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "quant/types.h"
 
@@ -44,6 +45,19 @@ class Buffer {
 
 enum class UnaryOp { SILU, SIGMOID, SOFTPLUS };
 
+// One attention layer's KV cache. Its layout is the backend's choice (the CPU backend keeps
+// V transposed, [kv_dim, capacity], so the product with the probabilities is a dot over
+// positions as in llama.cpp); model code only passes it back to kv_store / attention.
+struct KvCache {
+  Tensor k;               // backend layout
+  Tensor v;               // backend layout
+  int64_t n_ctx = 0;      // positions it holds
+  int64_t kv_dim = 0;     // n_head_kv * head_dim
+  GgmlType type = GgmlType::F16;
+  std::vector<std::shared_ptr<Buffer>> buffers;
+  uint64_t nbytes() const { return k.nbytes() + v.nbytes(); }
+};
+
 struct AttentionParams {
   int32_t n_head = 0;     // query heads
   int32_t n_head_kv = 0;  // key/value heads (n_head % n_head_kv == 0)
@@ -76,13 +90,14 @@ class Backend {
   // only the first n_rot dims of each head rotate.
   virtual void rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot,
                          int64_t pos0, float freq_base) = 0;
-  // Writes k/v rows [n, n_head_kv * head_dim] into caches [n_ctx, n_head_kv * head_dim] at
-  // rows pos0 .. pos0 + n - 1 (cache type F16 or F32).
-  virtual void kv_store(const Tensor& cache, const Tensor& rows, int64_t pos0) = 0;
-  // Causal attention of q [n, n_head * head_dim] (positions pos0 ..) over cache rows
+  // A KV cache for n_ctx positions of kv_dim values each, of type F16 or F32.
+  virtual KvCache alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type) = 0;
+  // Stores k and v rows [n, kv_dim] at positions pos0 .. pos0 + n - 1.
+  virtual void kv_store(KvCache& cache, const Tensor& k, const Tensor& v, int64_t pos0) = 0;
+  // Causal attention of q [n, n_head * head_dim] (positions pos0 ..) over cache positions
   // [0, pos0 + n) -> out [n, n_head * head_dim]
-  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                         int64_t pos0, const AttentionParams& p, const Tensor& out) = 0;
+  virtual void attention(const Tensor& q, const KvCache& cache, int64_t pos0, const AttentionParams& p,
+                         const Tensor& out) = 0;
   // out = silu(gate) * up  (all [n, k])
   virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   // x += y  (both [n, k])

@@ -180,8 +180,8 @@ class Qwen35State final : public ModelState {
         conv.push_back(make(GgmlType::F32, hp.conv_dim, m.ssm_conv_kernel - 1, cache_bytes_));  // [K-1, conv_dim]
         ssm.push_back(make(GgmlType::F32, S, Hv * S, cache_bytes_));                            // [Hv*S, S]
       } else {
-        k_cache.push_back(make(kt, kv, opt.n_ctx, cache_bytes_));  // [n_ctx, n_head_kv * hd]
-        v_cache.push_back(make(kt, kv, opt.n_ctx, cache_bytes_));
+        kv_cache.push_back(b.alloc_kv_cache(opt.n_ctx, kv, kt));  // n_ctx positions of n_head_kv * hd
+        cache_bytes_ += kv_cache.back().nbytes();
       }
     }
     const int64_t B = opt.max_chunk, qd = m.n_head * m.head_dim;
@@ -260,7 +260,7 @@ class Qwen35State final : public ModelState {
   int64_t pos = 0;                       // tokens the recurrent state has seen; -1: invalid
   std::vector<Tensor> conv;              // per DeltaNet layer [K-1, conv_dim] f32: last inputs
   std::vector<Tensor> ssm;               // per DeltaNet layer [Hv*S, S] f32: row (h, j) = S_h[., j]
-  std::vector<Tensor> k_cache, v_cache;  // per attention layer [n_ctx, n_head_kv * hd]
+  std::vector<KvCache> kv_cache;         // per attention layer: n_ctx positions of n_head_kv * hd
   Tensor x, xn;                          // [B, dim] residual stream; normed input / mixer output
   Tensor qkv, conv_out;                  // [B, conv_dim] projection, convolved + SiLU
   Tensor z, o;                           // [B, Hv*S] output gate, delta-rule output
@@ -434,9 +434,8 @@ class Qwen35 final : public Model {
     b.rms_norm(k.reshape(hd), L.k_norm, m.rms_eps, k.reshape(hd));
     b.rope_neox(q, ap.n_head, ap.head_dim, static_cast<int32_t>(m.n_rot), pos0, m.rope_base);
     b.rope_neox(k, ap.n_head_kv, ap.head_dim, static_cast<int32_t>(m.n_rot), pos0, m.rope_base);
-    b.kv_store(s.k_cache[i], k, pos0);
-    b.kv_store(s.v_cache[i], v, pos0);
-    b.attention(q, s.k_cache[i], s.v_cache[i], pos0, ap, att);  // att [n, n_head * hd]
+    b.kv_store(s.kv_cache[i], k, v, pos0);
+    b.attention(q, s.kv_cache[i], pos0, ap, att);               // att [n, n_head * hd]
     b.sigmoid_mul(gate, att, att);
     b.matmul(L.wo, att, xn);                                    // xn [n, dim]
   }

@@ -20,6 +20,8 @@ class BpeTokenizer final : public Tokenizer {
       : pre_(src.pre),  // validates the pre-tokenizer before the (slower) vocabulary build
         vocab_(build_vocab(src)),
         bpe_(vocab_.ids, static_cast<int32_t>(vocab_.text.size()), src.merges) {}
+  BpeTokenizer(const BpeTokenizer&) = delete;  // bpe_ refers to vocab_.ids
+  BpeTokenizer& operator=(const BpeTokenizer&) = delete;
 
   std::vector<Token> encode(std::string_view text, bool parse_special) const override;
 

@@ -2,6 +2,7 @@
 // its tests/test-tokenizer-0 reads): every case must give exactly the listed ids.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace {
 
@@ -86,5 +88,64 @@ void run_vocab(const std::string& name) {
 TEST(TokenizerLlamaVocab, Qwen2) { run_vocab("qwen2"); }
 TEST(TokenizerLlamaVocab, Qwen35) { run_vocab("qwen35"); }
 TEST(TokenizerLlamaVocab, Gpt2) { run_vocab("gpt-2"); }
+
+}  // namespace
+
+namespace {
+
+// unicode_classes.inc is generated from llama.cpp's src/unicode-data.cpp; check every code
+// point against the source tree we test with, so a llama.cpp update cannot drift silently.
+TEST(TokenizerLlamaVocab, CharClassesMatchLlamaUnicodeData) {
+  const std::string src = DF_LLAMA_SRC;
+  if (src.empty()) GTEST_SKIP() << "DF_LLAMA_SRC not set";
+  const std::string path = src + "/src/unicode-data.cpp";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  const std::string data = read_all(path);
+  auto block = [&](const std::string& name) {
+    const size_t a = data.find(name);
+    const size_t b = data.find("\n};", a);
+    EXPECT_NE(a, std::string::npos) << name;
+    return data.substr(a, b - a);
+  };
+  // {0xSTART, 0xFLAGS} pairs, then the whitespace set.
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;
+  {
+    const std::string b = block("unicode_ranges_flags");
+    for (size_t p = b.find("{0x"); p != std::string::npos; p = b.find("{0x", p + 1)) {
+      const uint32_t start = static_cast<uint32_t>(std::stoul(b.substr(p + 1, 8), nullptr, 16));
+      const size_t q = b.find("0x", p + 3);
+      ranges.emplace_back(start, static_cast<uint32_t>(std::stoul(b.substr(q, 6), nullptr, 16)));
+    }
+  }
+  std::vector<uint32_t> spaces;
+  {
+    const std::string b = block("unicode_set_whitespace");
+    for (size_t p = b.find("0x"); p != std::string::npos; p = b.find("0x", p + 1)) {
+      spaces.push_back(static_cast<uint32_t>(std::stoul(b.substr(p, 8), nullptr, 16)));
+    }
+  }
+  ASSERT_GT(ranges.size(), 1000u);
+  ASSERT_EQ(ranges.back().first, 0x110000u);
+  ASSERT_GT(spaces.size(), 10u);
+  using df::unicode::CharClass;
+  size_t wrong = 0;
+  for (size_t i = 0; i + 1 < ranges.size(); ++i) {
+    const uint32_t flags = ranges[i].second;
+    // llama.cpp flag bits: NUMBER 0x2, LETTER 0x4, ACCENT_MARK 0x10.
+    const CharClass want = (flags & 0x4)    ? CharClass::LETTER
+                           : (flags & 0x2)  ? CharClass::NUMBER
+                           : (flags & 0x10) ? CharClass::MARK
+                                            : CharClass::OTHER;
+    for (uint32_t c = ranges[i].first; c < ranges[i + 1].first; ++c) {
+      const bool space = std::find(spaces.begin(), spaces.end(), c) != spaces.end();
+      const CharClass expect = space ? CharClass::SPACE : want;
+      if (df::unicode::char_class(c) != expect && ++wrong <= 5) {
+        ADD_FAILURE() << "U+" << std::hex << c << " class " << int(df::unicode::char_class(c))
+                      << " want " << int(expect);
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
+}
 
 }  // namespace

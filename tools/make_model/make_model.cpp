@@ -5,6 +5,8 @@
 // healthy spread: every linear weight ~ N(0, 1/sqrt(fan_in)); norm weights ~ 1 + N(0, 0.1);
 // the token embedding (and the tied output) ~ N(0, logit_std / sqrt(dim)) so that
 // logits = rmsnorm(x) . embd have a standard deviation of about logit_std (4 by default).
+// With a tied output, output_norm's entries get random signs (else greedy decoding loops on
+// one token; see the comment at output_norm).
 // Every tensor has its own random stream seeded by (seed, tensor name), so the same seed gives
 // the same underlying floats for every --type: the f32/f16/bf16/q8_0 files are the same model
 // rounded differently.
@@ -44,9 +46,8 @@ struct Shape {
   int ctx = 4096;       // context_length
   float rope_base = 1000000.0f;
   float rms_eps = 1e-6f;
-  // output.weight absent: the logits use token_embd. The default model is untied because a
-  // tied random model feeds each token's embedding straight back into its own logit and
-  // greedy decoding then repeats one token, which makes generation tests weak.
+  // output.weight absent: the logits use token_embd (then output_norm gets random signs, see
+  // below). The default model is untied so that it exercises output.weight.
   bool tied = false;
 };
 
@@ -127,11 +128,15 @@ class ModelWriter {
     n_params_ += cols * rows;
   }
 
-  // A norm weight [n] ~ 1 + N(0, noise), always F32.
-  void norm(const std::string& name, int64_t n, float noise) {
+  // A norm weight [n] ~ 1 + N(0, noise), always F32; with random_signs each entry is negated
+  // with probability 1/2.
+  void norm(const std::string& name, int64_t n, float noise, bool random_signs = false) {
     Rng rng(name_seed(seed_, name));
     std::vector<float> v(static_cast<size_t>(n));
-    for (auto& x : v) x = 1.0f + noise * rng.normal();
+    for (auto& x : v) {
+      x = 1.0f + noise * rng.normal();
+      if (random_signs && (rng.next() & 1)) x = -x;
+    }
     w_.add_tensor(name, GgmlType::F32, {n}, v.data(), v.size() * sizeof(float));
     n_params_ += n;
   }
@@ -302,7 +307,11 @@ int run(int argc, char** argv) {
     m.matrix(p + "ffn_up.weight", n_embd, n_ff, lin(n_embd));          // [n_ff, n_embd]
     m.matrix(p + "ffn_down.weight", n_ff, n_embd, o.resid_gain * lin(n_ff));          // [n_embd, n_ff]
   }
-  m.norm("output_norm.weight", n_embd, o.norm_noise);                  // [n_embd]
+  // With a tied output the logit of token v is embd[v] . (g * x / rms(x)), and x still holds
+  // the current token's embedding, so with g ~ 1 every token votes for itself and greedy
+  // decoding repeats one token. Random signs in g make sum_i g_i * embd[t]_i^2 ~ 0 while
+  // keeping the spread of the logits.
+  m.norm("output_norm.weight", n_embd, o.norm_noise, s.tied);          // [n_embd]
   if (!s.tied) m.matrix("output.weight", n_embd, s.vocab, embd_sigma);  // [n_vocab, n_embd]
 
   w.write(o.out);

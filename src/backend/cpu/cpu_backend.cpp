@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/cpu/exp_math.h"
 #include "common/error.h"
 
 namespace df::cpu {
@@ -48,10 +49,10 @@ int resolve_threads(int n) {
 
 CpuBackend::CpuBackend(const CpuOptions& opt)
     : kernels_(kernels(opt.isa)),
-      attn_(attn_vec(opt.isa)),
       ssm_(ssm_vec(opt.isa)),
       pool_(resolve_threads(opt.threads)),
-      thread_buf_(static_cast<size_t>(pool_.size())) {}
+      thread_buf_(static_cast<size_t>(pool_.size())),
+      thread_bytes_(static_cast<size_t>(pool_.size())) {}
 
 std::string CpuBackend::name() const {
   return "cpu (" + std::string(isa_name(kernels_.isa)) + ", " + std::to_string(pool_.size()) +
@@ -88,6 +89,12 @@ uint8_t* CpuBackend::act_scratch(size_t bytes) {
 float* CpuBackend::thread_scratch(int thread, size_t floats) {
   auto& b = thread_buf_[static_cast<size_t>(thread)];
   if (b.size() < floats) b.resize(floats);
+  return b.data();
+}
+
+uint8_t* CpuBackend::thread_bytes(int thread, size_t bytes) {
+  auto& b = thread_bytes_[static_cast<size_t>(thread)];
+  if (b.size() < bytes) b.resize(bytes);
   return b.data();
 }
 
@@ -187,75 +194,16 @@ void CpuBackend::rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, in
   }
 }
 
-void CpuBackend::kv_store(const Tensor& cache, const Tensor& rows, int64_t pos0) {
-  check(cache.cols == rows.cols && pos0 + rows.rows <= cache.rows, "kv_store shapes");
-  for (int64_t r = 0; r < rows.rows; ++r) {
-    const float* src = frow(rows, r);
-    uint8_t* dst = static_cast<uint8_t*>(cache.data) + cache.stride * static_cast<size_t>(pos0 + r);
-    if (cache.type == GgmlType::F16) {
-      auto* d = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < rows.cols; ++i) d[i] = fp32_to_fp16(src[i]);
-    } else {
-      std::memcpy(dst, src, static_cast<size_t>(rows.cols) * sizeof(float));
-    }
-  }
-}
-
-void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                           int64_t pos0, const AttentionParams& p, const Tensor& out) {
-  const int64_t hd = p.head_dim;
-  check(q.cols == p.n_head * hd && out.cols == q.cols && out.rows == q.rows, "attention q/out shapes");
-  check(k_cache.cols == p.n_head_kv * hd && v_cache.cols == k_cache.cols, "attention cache shapes");
-  check(p.n_head % p.n_head_kv == 0, "attention head counts");
-  check(pos0 + q.rows <= k_cache.rows, "attention past the cache");
-  const bool f16 = k_cache.type == GgmlType::F16;
-  const int64_t group = p.n_head / p.n_head_kv;
-  const int64_t n_tasks = q.rows * p.n_head;
-  auto one = [&](int64_t task, int thread) {
-    const int64_t r = task / p.n_head, h = task % p.n_head, hk = h / group;
-    const int64_t n_keys = pos0 + r + 1;  // causal: keys 0 .. pos0 + r
-    float* buf = thread_scratch(thread, static_cast<size_t>(hd + n_keys));
-    float* qv = buf;            // [hd] query, rounded like the cache
-    float* scores = buf + hd;   // [n_keys]
-    const float* qsrc = frow(q, r) + h * hd;
-    for (int64_t i = 0; i < hd; ++i) qv[i] = f16 ? fp16_to_fp32(fp32_to_fp16(qsrc[i])) : qsrc[i];
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      const uint8_t* krow = static_cast<const uint8_t*>(k_cache.data) + k_cache.stride * static_cast<size_t>(j);
-      const float d = f16 ? attn_.dot_f16(qv, reinterpret_cast<const uint16_t*>(krow) + hk * hd, hd)
-                          : attn_.dot_f32(qv, reinterpret_cast<const float*>(krow) + hk * hd, hd);
-      scores[j] = d * p.scale;
-      mx = std::max(mx, scores[j]);
-    }
-    double sum = 0.0;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      scores[j] = std::exp(scores[j] - mx);
-      sum += scores[j];
-    }
-    float* o = frow(out, r) + h * hd;
-    std::fill(o, o + hd, 0.0f);
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < n_keys; ++j) {
-      const uint8_t* vrow = static_cast<const uint8_t*>(v_cache.data) + v_cache.stride * static_cast<size_t>(j);
-      const float a = scores[j] * inv;
-      if (f16) {
-        attn_.scale_axpy_f16(o, 1.0f, reinterpret_cast<const uint16_t*>(vrow) + hk * hd, a, hd);
-      } else {
-        attn_.scale_axpy_f32(o, 1.0f, reinterpret_cast<const float*>(vrow) + hk * hd, a, hd);
-      }
-    }
-  };
-  pool_.parallel_for(n_tasks, one);
-}
-
 void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   check(gate.cols == up.cols && out.cols == gate.cols && gate.rows == up.rows && out.rows == gate.rows,
         "swiglu shapes");
+  const Isa isa = kernels_.isa;
+  const int64_t vec_end = gate.cols / ggml_lanes(isa) * ggml_lanes(isa);
   auto one = [&](int64_t r, int) {
     const float* g = frow(gate, r);
     const float* u = frow(up, r);
     float* o = frow(out, r);
-    for (int64_t i = 0; i < gate.cols; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (int64_t i = 0; i < gate.cols; ++i) o[i] = silu_ggml(isa, g[i], i < vec_end) * u[i];
   };
   if (gate.rows == 1) {
     one(0, 0);

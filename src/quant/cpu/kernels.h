@@ -6,6 +6,17 @@
 //
 // Every kernel has a scalar reference; SIMD versions (AVX2/FMA, AVX-512) are chosen at run
 // time from the CPU's features, or forced with an Isa value (flag --isa).
+//
+// Layout of the implementation:
+//   quant/format.h, formats*.h/.cpp   one struct per format: block type, reference code
+//   kernels_scalar.cpp                the scalar reference kernels
+//   kernels_avx2.cpp, kernels_avx512.cpp   SIMD kernels (Simd<Format> specialisations;
+//                                     a format without one falls back to scalar)
+//   gemm_tiled.h                      register-tiled driver shared by the SIMD kernels
+// Numerics (what each weight type computes) are documented in formats_float.h,
+// formats_q8.h and at the top of each ISA file. quantize_act is bit exact with ggml-cpu's
+// from_float on x86 for every ISA; gemm/vec_dot differ from ggml only in f32 summation
+// order (tests/models/test_cpu_kernels_ref.cpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -38,12 +49,17 @@ struct Kernels {
   void (*gemm)(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
                const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy);
 };
-const Kernels& kernels(Isa isa);  // throws df::Error if this CPU lacks the ISA
+// The kernel table for an ISA (immutable, thread safe; gemm is single-threaded: callers
+// split [i0, i1) across threads). Throws df::Error if this CPU lacks the ISA. All entries
+// throw df::Error for a type without kernels or n not a multiple of its block size.
+const Kernels& kernels(Isa isa);
 
 // Scalar reference dequantization of a row of type t (any supported type) into floats.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 // Reference quantization of floats into a row of type t (F32/F16/BF16/Q8_0 ...), as
-// ggml's quantize_row_*_ref (used by the model generator and tests).
+// ggml's quantize_row_*_ref (used by the model generator and tests). Both are bit exact
+// with libggml-base's to_float / from_float_ref (tests/models/test_dequant_ref.cpp), except
+// that F16 NaNs keep their payload as F16C does (ggml's portable code writes 0x7e00).
 void quantize_row_ref(GgmlType t, const float* src, void* dst, int64_t n);
 
 }  // namespace df::cpu

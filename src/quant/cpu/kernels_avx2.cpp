@@ -59,51 +59,65 @@ __m256 load_tail(const typename E::Block* p, int64_t m) {
   return E::load(buf);
 }
 
+// Independent accumulator sets for a tile of R x C outputs, so that small tiles (decode
+// uses 1 x 1) still have ~4 FMA chains in flight.
+template <int R, int C>
+constexpr int kUnroll = R * C >= 4 ? 1 : 4 / (R * C);
+
 template <class E, int Rows, int Cols, int RowsDecode>
 struct MkFloat {
   static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
 
+  // acc[r][c] += w[r][k..k+8) . a[c][k..k+8)  (m < 8 valid elements when Tail)
+  template <int R, int C, bool Tail>
+  static void step(const typename E::Block* const* w, const typename E::Block* const* a,
+                   int64_t k, int64_t m, __m256 (&acc)[R][C]) {
+    __m256 wv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wv[r] = Tail ? load_tail<E>(w[r] + k, m) : E::load(w[r] + k);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m256 av = Tail ? load_tail<E>(a[c] + k, m) : E::load(a[c] + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], av, acc[r][c]);
+    }
+  }
+
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     using B = typename E::Block;
+    constexpr int U = kUnroll<R, C>;
     const B* w[R];
     const B* a[C];
     for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
     for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const B*>(ap[c]);
-    __m256 acc[R][C];
+    __m256 acc[U][R][C];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u)
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm256_setzero_ps();
     int64_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-      __m256 wv[R];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) wv[r] = E::load(w[r] + k);
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) {
-        const __m256 av = E::load(a[c] + k);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], av, acc[r][c]);
-      }
-    }
-    if (k < n) {
-      __m256 wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = load_tail<E>(w[r] + k, n - k);
-      for (int c = 0; c < C; ++c) {
-        const __m256 av = load_tail<E>(a[c] + k, n - k);
-        for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], av, acc[r][c]);
-      }
-    }
+    for (; k + U * 8 <= n; k += U * 8)
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) step<R, C, false>(w, a, k + u * 8, 0, acc[u]);
+    for (; k + 8 <= n; k += 8) step<R, C, false>(w, a, k, 0, acc[0]);
+    if (k < n) step<R, C, true>(w, a, k, n - k, acc[0]);
     for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
+      for (int c = 0; c < C; ++c) {
+        __m256 s = acc[0][r][c];
+        for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][r][c]);
+        out[r * C + c] = hsum(s);
+      }
   }
 };
 
 // ---------------- Q8_0 ----------------
 
+template <int RowsDecode>
 struct MkQ8_0 {
-  static constexpr int kRows = 4, kCols = 2, kRowsDecode = 4;
+  static constexpr int kRows = 4, kCols = 2, kRowsDecode = RowsDecode;
   using Block = BlockQ8_0;
 
   static __m256i quants(const Block& b) {
@@ -111,42 +125,57 @@ struct MkQ8_0 {
   }
   static __m256 scale(const Block& b) { return _mm256_set1_ps(_cvtsh_ss(b.d)); }
 
+  // acc[r][c] += fp16(dw) * fp16(da) * (lane sums of w[r][b] . a[c][b])
+  template <int R, int C>
+  static void step(const Block* const* w, const Block* const* a, int64_t b, __m256 (&acc)[R][C]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i wq[R], wabs[R];
+    __m256 wd[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      wq[r] = quants(w[r][b]);
+      wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
+      wd[r] = scale(w[r][b]);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m256i aq = quants(a[c][b]);
+      const __m256 ad = scale(a[c][b]);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256i p16 = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(aq, wq[r]));
+        const __m256i p32 = _mm256_madd_epi16(p16, ones);
+        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(wd[r], ad), acc[r][c]);
+      }
+    }
+  }
+
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
+    constexpr int U = kUnroll<R, C> > 2 ? 2 : kUnroll<R, C>;
     const Block* w[R];
     const Block* a[C];
     for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp[r]);
     for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const Block*>(ap[c]);
-    __m256 acc[R][C];
+    __m256 acc[U][R][C];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u)
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm256_setzero_ps();
     const int64_t nb = n / kQK8_0;
-    for (int64_t b = 0; b < nb; ++b) {
-      __m256i wq[R], wabs[R];
-      __m256 wd[R];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        wq[r] = quants(w[r][b]);
-        wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
-        wd[r] = scale(w[r][b]);
-      }
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) {
-        const __m256i aq = quants(a[c][b]);
-        const __m256 ad = scale(a[c][b]);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const __m256i p16 = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(aq, wq[r]));
-          const __m256i p32 = _mm256_madd_epi16(p16, ones);
-          acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(wd[r], ad), acc[r][c]);
-        }
-      }
-    }
+    int64_t b = 0;
+    for (; b + U <= nb; b += U)
+#pragma GCC unroll 2
+      for (int u = 0; u < U; ++u) step<R, C>(w, a, b + u, acc[u]);
+    for (; b < nb; ++b) step<R, C>(w, a, b, acc[0]);
     for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) out[r * C + c] = hsum(acc[r][c]);
+      for (int c = 0; c < C; ++c) {
+        __m256 s = acc[0][r][c];
+        for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][r][c]);
+        out[r * C + c] = hsum(s);
+      }
   }
 };
 
@@ -221,33 +250,34 @@ void quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
 // ---------------- per-format registry ----------------
 
 // Simd<F>: this ISA's kernels for weight format F; formats without a specialisation use
-// the scalar kernels.
+// the scalar kernels. Tiles: 4 weight rows x 2 activation rows for prefill (16 ymm
+// registers); decode walks one weight row at a time (see kernels_avx512.cpp).
 template <class F>
 struct Simd;
 template <>
 struct Simd<FormatF32> {
-  using Mk = MkFloat<ElemF32, 4, 2, 4>;
+  using Mk = MkFloat<ElemF32, 4, 2, 1>;
   static void quantize_act(const float* x, void* y, int64_t n) {
     std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
   }
 };
 template <>
 struct Simd<FormatF16> {
-  using Mk = MkFloat<ElemF16, 4, 2, 4>;
+  using Mk = MkFloat<ElemF16, 4, 2, 1>;
   static void quantize_act(const float* x, void* y, int64_t n) {
     quantize_act_f16(x, static_cast<uint16_t*>(y), n);
   }
 };
 template <>
 struct Simd<FormatBF16> {
-  using Mk = MkFloat<ElemBF16, 4, 2, 4>;
+  using Mk = MkFloat<ElemBF16, 4, 2, 1>;
   static void quantize_act(const float* x, void* y, int64_t n) {
     quantize_act_bf16(x, static_cast<uint16_t*>(y), n);
   }
 };
 template <>
 struct Simd<FormatQ8_0> {
-  using Mk = MkQ8_0;
+  using Mk = MkQ8_0<1>;
   static void quantize_act(const float* x, void* y, int64_t n) {
     quantize_act_q8_0(x, static_cast<BlockQ8_0*>(y), n / kQK8_0);
   }
