@@ -132,7 +132,7 @@ void CpuBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w,
       for (int64_t c = 0; c < nc; ++c) out[c] = 0.0f;
       for (int64_t i = 0; i < K; ++i) {  // ggml's order: sum over i = 0 .. K-1
         const float* in = window(t + i) + c0;
-        for (int64_t c = 0; c < nc; ++c) out[c] += in[c] * wt[i][c];
+        ssm_.fma_row(out, in, wt[i], nc);
       }
     }
     // New state: window rows n .. n + H - 1. Rows still in the old state move up (read ahead
