@@ -1,6 +1,6 @@
 // AVX2/FMA version of the gated delta rule row update. Its dot products add in the order of
 // ggml's AVX2 ggml_vec_dot_f32 (4 accumulators of 8 lanes over steps of 32, pairwise
-// reduction, horizontal adds, then fused multiply-adds over the tail), so that states agree
+// reduction, horizontal adds, then multiply-adds over the tail), so that states agree
 // with llama.cpp's CPU backend to the last bit where the inputs do.
 #include <immintrin.h>
 
@@ -26,7 +26,7 @@ float dot(const float* x, const float* y, int64_t n) {
   const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
   const __m128 t1 = _mm_hadd_ps(t0, t0);
   float sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-  for (int64_t i = np; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  for (int64_t i = np; i < n; ++i) sum += x[i] * y[i];  // not fused (as measured against ggml)
   return sum;
 }
 

@@ -1,6 +1,6 @@
 // AVX-512 version of the gated delta rule row update. Its dot products add in the order of
 // ggml's AVX-512 ggml_vec_dot_f32 (4 accumulators of 16 lanes over steps of 64, pairwise
-// reduction, then fused multiply-adds over the tail), so that states agree with llama.cpp's
+// reduction, then multiply-adds over the tail), so that states agree with llama.cpp's
 // CPU backend to the last bit where the inputs do.
 #include <immintrin.h>
 
@@ -34,7 +34,7 @@ float dot(const float* x, const float* y, int64_t n) {
   s1 = _mm512_add_ps(s1, s3);
   s0 = _mm512_add_ps(s0, s1);
   float sum = reduce_add(s0);
-  for (int64_t i = np; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  for (int64_t i = np; i < n; ++i) sum += x[i] * y[i];  // not fused (as measured against ggml)
   return sum;
 }
 
