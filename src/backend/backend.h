@@ -43,6 +43,8 @@ class Buffer {
   virtual size_t size() const = 0;
 };
 
+enum class UnaryOp { SILU, SIGMOID, SOFTPLUS };
+
 // One attention layer's KV cache. Its layout is the backend's choice (the CPU backend keeps
 // V transposed, [kv_dim, capacity], so the product with the probabilities is a dot over
 // positions as in llama.cpp); model code only passes it back to kv_store / attention.
@@ -55,8 +57,6 @@ struct KvCache {
   std::vector<std::shared_ptr<Buffer>> buffers;
   uint64_t nbytes() const { return k.nbytes() + v.nbytes(); }
 };
-
-enum class UnaryOp { SILU, SIGMOID, SOFTPLUS };
 
 struct AttentionParams {
   int32_t n_head = 0;     // query heads

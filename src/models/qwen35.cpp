@@ -260,7 +260,7 @@ class Qwen35State final : public ModelState {
   int64_t pos = 0;                       // tokens the recurrent state has seen; -1: invalid
   std::vector<Tensor> conv;              // per DeltaNet layer [K-1, conv_dim] f32: last inputs
   std::vector<Tensor> ssm;               // per DeltaNet layer [Hv*S, S] f32: row (h, j) = S_h[., j]
-  std::vector<KvCache> kv_cache;         // per attention layer
+  std::vector<KvCache> kv_cache;         // per attention layer: n_ctx positions of n_head_kv * hd
   Tensor x, xn;                          // [B, dim] residual stream; normed input / mixer output
   Tensor qkv, conv_out;                  // [B, conv_dim] projection, convolved + SiLU
   Tensor z, o;                           // [B, Hv*S] output gate, delta-rule output
@@ -435,7 +435,7 @@ class Qwen35 final : public Model {
     b.rope_neox(q, ap.n_head, ap.head_dim, static_cast<int32_t>(m.n_rot), pos0, m.rope_base);
     b.rope_neox(k, ap.n_head_kv, ap.head_dim, static_cast<int32_t>(m.n_rot), pos0, m.rope_base);
     b.kv_store(s.kv_cache[i], k, v, pos0);
-    b.attention(q, s.kv_cache[i], pos0, ap, att);  // att [n, n_head * hd]
+    b.attention(q, s.kv_cache[i], pos0, ap, att);               // att [n, n_head * hd]
     b.sigmoid_mul(gate, att, att);
     b.matmul(L.wo, att, xn);                                    // xn [n, dim]
   }

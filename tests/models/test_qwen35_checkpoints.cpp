@@ -77,11 +77,13 @@ TEST(Qwen35Checkpoints, CaptureRestoreGivesIdenticalTokensAndLogits) {
   EXPECT_EQ(first.first, again.first);
   ASSERT_EQ(first.second.size(), again.second.size());
   for (size_t i = 0; i < first.second.size(); ++i) EXPECT_EQ(first.second[i], again.second[i]) << "step " << i;
-  // The continuation equals a fresh run over the same tokens (state really was rewound).
+  // The continuation equals a fresh run over the same tokens (the state really was rewound;
+  // a state that was not would be off by O(1)). Decode runs one-row products and the fresh
+  // prefill batched ones, which sum in different orders: hence 1e-6, not bit equality.
   std::vector<Token> all = c.tokens;
   all.insert(all.end(), again.first.begin(), again.first.end() - 1);
   const auto ref = fresh_logits(*engine, all);
-  EXPECT_LT(normalised_error(ref.data(), again.second[again.second.size() - 2].data(), ref.size()), 1e-10);
+  EXPECT_LT(normalised_error(ref.data(), again.second[again.second.size() - 2].data(), ref.size()), 1e-6);
   // Restoring twice works, and after a restore the logits are those at the checkpoint.
   s.restore(c);
   const auto after = s.prefill(c.tokens);  // a re-prefill of the same tokens reuses the state

@@ -27,6 +27,7 @@ struct Case {
   std::string name;
   std::string args;  // df_make_model flags
   double max_nerr;   // logits budget
+  float tie_margin;  // greedy divergence excused below this llama.cpp top-2 logit margin
 };
 
 // A: 4 layers (3 DeltaNet + 1 attention), 2 key heads under 4 value heads, rotary 16 of 64.
@@ -49,11 +50,17 @@ const char* kMix =
 std::vector<Case> cases() {
   std::vector<Case> out;
   const std::vector<std::pair<std::string, const char*>> shapes = {{"a", kShapeA}, {"b", kShapeB}, {"c", kShapeC}};
+  // Tie margins. F32: the two agree to ~1e-12 normalised error, 1e-3 is a true tie. Quantized:
+  // each side rounds activations to the weight type's dot format, so last-bit differences
+  // (ggml's SiLU is a polynomial exp, ours libm's expf; summation orders) flip roundings, and
+  // the delta rule carries them forward in its state; on these random models (logit spread 4)
+  // that moves logits by up to ~0.2 while the normalised error stays ~1e-4.
   int seed = 21;
   for (const auto& [sn, shape] : shapes) {
-    out.push_back({"qwen35_" + sn + "_f32", std::string(shape) + " --type f32 --seed " + std::to_string(seed), 1e-4});
-    out.push_back({"qwen35_" + sn + "_q8_0", std::string(shape) + " --type q8_0 --seed " + std::to_string(seed), 1e-3});
-    out.push_back({"qwen35_" + sn + "_mix", std::string(shape) + " " + kMix + " --seed " + std::to_string(seed), 1e-3});
+    const std::string s = " --seed " + std::to_string(seed);
+    out.push_back({"qwen35_" + sn + "_f32", std::string(shape) + " --type f32" + s, 1e-4, 1e-3f});
+    out.push_back({"qwen35_" + sn + "_q8_0", std::string(shape) + " --type q8_0" + s, 1e-3, 0.25f});
+    out.push_back({"qwen35_" + sn + "_mix", std::string(shape) + " " + kMix + s, 1e-3, 0.25f});
     ++seed;
   }
   return out;
@@ -109,7 +116,7 @@ TEST_P(Qwen35Ref, LogitsAndGreedyMatchLlamaCpp) {
 
     // 1. logits at every position
     size_t off = 0;
-    double worst = 0, sq_err = 0, sq_ref = 0;
+    double worst = 0;
     Session session(*engine);
     for (size_t i = 0; i < prompts.size(); ++i) {
       const auto got = session.logits_all(prompts[i]);
@@ -117,23 +124,14 @@ TEST_P(Qwen35Ref, LogitsAndGreedyMatchLlamaCpp) {
       const double e = normalised_error(ref.data() + off, got.data(), got.size());
       worst = std::max(worst, e);
       EXPECT_LE(e, c.max_nerr) << c.name << " prompt " << i;
-      for (size_t j = 0; j < got.size(); ++j) {
-        sq_err += (static_cast<double>(ref[off + j]) - got[j]) * (static_cast<double>(ref[off + j]) - got[j]);
-        sq_ref += static_cast<double>(ref[off + j]) * ref[off + j];
-      }
       off += got.size();
     }
     EXPECT_EQ(off, ref.size());
     std::printf("%s chunk %lld: max normalised logits error %.3g\n", c.name.c_str(), static_cast<long long>(chunk), worst);
 
     // 2. greedy generation, token for token. A divergence is excused only at a near-tie:
-    //    where llama.cpp's own top two logits are closer than 4x the RMS logit difference
-    //    measured above (at least 1e-3). On F32 weights the two agree to float rounding and
-    //    this is 1e-3; with quantized weights each side rounds activations to the weight
-    //    type's dot format, so float-rounding differences in the kernels' summation order
-    //    flip roundings and grow to ~1e-4 normalised error (Qwen3 shows the same).
-    const double rms_err = std::sqrt(sq_err / static_cast<double>(off));
-    const float tie_margin = static_cast<float>(std::max(1e-3, 4.0 * rms_err));
+    //    where llama.cpp's own top two logits are closer than c.tie_margin.
+    const float tie_margin = c.tie_margin;
     int excused = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       GenerateOptions go;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/exp_math.h"
 #include "common/error.h"
 
 namespace df::cpu {
@@ -22,7 +23,6 @@ float* frow(const Tensor& t, int64_t r) {
 
 bool is_f32(const Tensor& t) { return t.type == GgmlType::F32; }
 
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
 
@@ -33,12 +33,14 @@ constexpr int64_t kSerialElems = 1 << 14;
 
 void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& y) {
   check(is_f32(x) && is_f32(y) && x.cols == y.cols && x.rows == y.rows, "unary shapes");
+  const Isa isa = kernels_.isa;
+  const int64_t vec_end = x.cols - x.cols % ggml_lanes(isa);
   auto one = [&](int64_t r, int) {
     const float* a = frow(x, r);
     float* b = frow(y, r);
     switch (op) {
-      case UnaryOp::SILU:
-        for (int64_t i = 0; i < x.cols; ++i) b[i] = silu(a[i]);
+      case UnaryOp::SILU:  // ggml's vector exp over whole vectors of the row, expf after
+        for (int64_t i = 0; i < x.cols; ++i) b[i] = silu_ggml(isa, a[i], i < vec_end);
         break;
       case UnaryOp::SIGMOID:
         for (int64_t i = 0; i < x.cols; ++i) b[i] = sigmoid(a[i]);
@@ -132,7 +134,7 @@ void CpuBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w,
       for (int64_t c = 0; c < nc; ++c) out[c] = 0.0f;
       for (int64_t i = 0; i < K; ++i) {  // ggml's order: sum over i = 0 .. K-1
         const float* in = window(t + i) + c0;
-        for (int64_t c = 0; c < nc; ++c) out[c] += in[c] * wt[i][c];
+        ssm_.fma_row(out, in, wt[i], nc);
       }
     }
     // New state: window rows n .. n + H - 1. Rows still in the old state move up (read ahead

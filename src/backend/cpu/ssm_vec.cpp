@@ -1,5 +1,7 @@
 #include "backend/cpu/ssm_vec.h"
 
+#include <cmath>
+
 namespace df::cpu {
 namespace {
 
@@ -18,13 +20,24 @@ float delta_rule_row(float* s, const float* k, const float* q, float decay, floa
   return sq;
 }
 
+void fma_row(float* y, const float* x, const float* w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(x[i], w[i], y[i]);
+}
+
 }  // namespace
 
 const SsmVec& ssm_vec_scalar() {
-  static const SsmVec v{delta_rule_row};
+  static const SsmVec v{delta_rule_row, fma_row};
   return v;
 }
 
-const SsmVec& ssm_vec(Isa isa) { return isa == Isa::SCALAR ? ssm_vec_scalar() : ssm_vec_avx2(); }
+const SsmVec& ssm_vec(Isa isa) {
+  switch (isa) {
+    case Isa::SCALAR: return ssm_vec_scalar();
+    case Isa::AVX2: return ssm_vec_avx2();
+    case Isa::AVX512: return ssm_vec_avx512();
+  }
+  return ssm_vec_scalar();
+}
 
 }  // namespace df::cpu

@@ -11,10 +11,14 @@ struct SsmVec {
   // s *= decay;  delta = (v - s . k) * beta;  s += delta * k;  returns s . q
   float (*delta_rule_row)(float* s, const float* k, const float* q, float decay, float v, float beta,
                           int64_t d);
+  // y[c] = fma(x[c], w[c], y[c]) for c < n: one tap of the causal convolution, rounded once
+  // per tap like ggml's (contracted) ssm_conv loop.
+  void (*fma_row)(float* y, const float* x, const float* w, int64_t n);
 };
 
 const SsmVec& ssm_vec(Isa isa);
 const SsmVec& ssm_vec_scalar();
 const SsmVec& ssm_vec_avx2();
+const SsmVec& ssm_vec_avx512();
 
 }  // namespace df::cpu
