@@ -36,12 +36,10 @@ double softmax_exp(Isa isa, float* x, int64_t n, float mx) {
     for (int64_t j = 0; j < n; ++j) sum += (x[j] = std::exp(x[j] - mx));
     return sum;
   }
+  exp_kernels(isa).exp_shift(x, mx, n);
   float v[16];
   for (int64_t c = 0; c < n; c += lanes) {
-    for (int64_t l = 0; l < lanes; ++l) {
-      v[l] = c + l < n ? exp_ggml(isa, x[c + l] - mx) : 0.0f;
-      if (c + l < n) x[c + l] = v[l];
-    }
+    for (int64_t l = 0; l < lanes; ++l) v[l] = c + l < n ? x[c + l] : 0.0f;
     float s[8];
     for (int i = 0; i < 8; ++i) s[i] = lanes == 16 ? v[i + 8] + v[i] : v[i];  // 512 -> 256 bits
     float t[4];

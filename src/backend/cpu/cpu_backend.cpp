@@ -197,14 +197,8 @@ void CpuBackend::rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, in
 void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   check(gate.cols == up.cols && out.cols == gate.cols && gate.rows == up.rows && out.rows == gate.rows,
         "swiglu shapes");
-  const Isa isa = kernels_.isa;
-  const int64_t vec_end = gate.cols / ggml_lanes(isa) * ggml_lanes(isa);
-  auto one = [&](int64_t r, int) {
-    const float* g = frow(gate, r);
-    const float* u = frow(up, r);
-    float* o = frow(out, r);
-    for (int64_t i = 0; i < gate.cols; ++i) o[i] = silu_ggml(isa, g[i], i < vec_end) * u[i];
-  };
+  const ExpKernels& ek = exp_kernels(kernels_.isa);
+  auto one = [&](int64_t r, int) { ek.swiglu(frow(gate, r), frow(up, r), frow(out, r), gate.cols); };
   if (gate.rows == 1) {
     one(0, 0);
   } else {

@@ -15,6 +15,9 @@
 #include "quant/cpu/kernels.h"
 
 namespace df::cpu {
+// Internal linkage: these helpers are compiled with different instruction sets in different
+// translation units, and must never be merged across them by the linker.
+namespace {
 
 struct ExpReduction {
   float n;  // nearest integer to x / ln2
@@ -30,6 +33,9 @@ inline ExpReduction exp_reduce(float x) {
   return {n, b, z};
 }
 
+// 2^e as a float, for e in [-126, 127].
+inline float pow2i(int e) { return std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23); }
+
 // ggml_v_expf, AVX-512 build.
 inline float exp_ggml_avx512(float x) {
   const ExpReduction e = exp_reduce(x);
@@ -38,7 +44,11 @@ inline float exp_ggml_avx512(float x) {
   const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
                                     std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
                            u, std::fma(0x1.ffffecp-1f, b, 1.0f));
-  return std::ldexp(j, static_cast<int>(e.n));  // _mm512_scalef_ps
+  // _mm512_scalef_ps(j, n) = j * 2^n rounded once: j * 2^n1 is exact (normal), the second
+  // factor rounds (n = n1 + n2, |n1|, |n2| <= 96).
+  const int ni = static_cast<int>(e.n);
+  const int n1 = ni / 2, n2 = ni - n1;
+  return j * pow2i(n1) * pow2i(n2);
 }
 
 // ggml_v_expf, AVX2 build.
@@ -67,14 +77,29 @@ inline float exp_ggml(Isa isa, float x) {
   }
 }
 
+}  // namespace
+
+// Elementwise loops over rows, per ISA: the scalar build calls std::fma as a library
+// function, the AVX2 / AVX-512 translation units (exp_kernels_*.cpp) compile the same
+// expressions to FMA instructions, vectorised.
+struct ExpKernels {
+  // o[i] = silu(g[i]) * u[i]   (ggml_vec_swiglu_f32)
+  void (*swiglu)(const float* g, const float* u, float* o, int64_t n);
+  // y[i] = silu(x[i])           (ggml_vec_silu_f32)
+  void (*silu)(const float* x, float* y, int64_t n);
+  // x[i] = exp(x[i] - mx) for i < n, with the vector exp for every element (softmax rows,
+  // whose padded length is a whole number of vectors)
+  void (*exp_shift)(float* x, float mx, int64_t n);
+};
+const ExpKernels& exp_kernels(Isa isa);
+const ExpKernels& exp_kernels_avx2();
+const ExpKernels& exp_kernels_avx512();
+
+namespace {
+
 // Vector width of llama.cpp's elementwise loops for `isa` (the remainder runs scalar expf).
 inline int64_t ggml_lanes(Isa isa) { return isa == Isa::AVX512 ? 16 : isa == Isa::AVX2 ? 8 : 1; }
 
-// silu(x) = x / (1 + exp(-x)), with the vector exp in full vector chunks of a row and expf
-// in the remainder, as ggml_vec_swiglu_f32 does.
-inline float silu_ggml(Isa isa, float x, bool in_vector_part) {
-  const float e = in_vector_part ? exp_ggml(isa, 0.0f - x) : std::exp(-x);
-  return x / (1.0f + e);
-}
 
+}  // namespace
 }  // namespace df::cpu

@@ -33,14 +33,13 @@ constexpr int64_t kSerialElems = 1 << 14;
 
 void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& y) {
   check(is_f32(x) && is_f32(y) && x.cols == y.cols && x.rows == y.rows, "unary shapes");
-  const Isa isa = kernels_.isa;
-  const int64_t vec_end = x.cols - x.cols % ggml_lanes(isa);
+  const ExpKernels& ek = exp_kernels(kernels_.isa);
   auto one = [&](int64_t r, int) {
     const float* a = frow(x, r);
     float* b = frow(y, r);
     switch (op) {
       case UnaryOp::SILU:  // ggml's vector exp over whole vectors of the row, expf after
-        for (int64_t i = 0; i < x.cols; ++i) b[i] = silu_ggml(isa, a[i], i < vec_end);
+        ek.silu(a, b, x.cols);
         break;
       case UnaryOp::SIGMOID:
         for (int64_t i = 0; i < x.cols; ++i) b[i] = sigmoid(a[i]);
