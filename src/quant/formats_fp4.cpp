@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "quant/ggml_lanes.h"
 #include "quant/ggml_scalar.h"
 
 namespace df::quant {
@@ -56,15 +57,36 @@ void FormatMxfp4::quantize_ref(const float* src, Block* dst, int64_t nb) {
   }
 }
 
+// ggml's AVX2 order: blocks in pairs, even blocks into one 8-lane accumulator and odd blocks
+// into another, summed lane-wise before the horizontal sum; a last odd block is added as
+// fma(dy * scale, float(isum), sum).
 float FormatMxfp4::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  float s = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t isum = 0;
+  detail::Lanes8 acc[2];
+  auto lane_sums = [&](int64_t b, int32_t* isum) {
+    int8_t q[kQKMxfp4];
     for (int j = 0; j < kQKMxfp4 / 2; ++j) {
-      isum += int32_t{kValuesFp4[w[b].qs[j] & 0x0f]} * a[b].qs[j];
-      isum += int32_t{kValuesFp4[w[b].qs[j] >> 4]} * a[b].qs[j + kQKMxfp4 / 2];
+      q[j] = kValuesFp4[w[b].qs[j] & 0x0f];
+      q[j + kQKMxfp4 / 2] = kValuesFp4[w[b].qs[j] >> 4];
     }
-    s += static_cast<float>(isum) * (fp16_to_fp32(a[b].d) * detail::e8m0_to_fp32_half(w[b].e));
+    detail::add_lane_sums(q, a[b].qs, isum);
+  };
+  auto scale = [&](int64_t b) { return fp16_to_fp32(a[b].d) * detail::e8m0_to_fp32_half(w[b].e); };
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2)
+    for (int u = 0; u < 2; ++u) {
+      int32_t isum[8] = {};
+      lane_sums(b + u, isum);
+      acc[u].fma(scale(b + u), isum);
+    }
+  detail::Lanes8 both;
+  for (int l = 0; l < 8; ++l) both.v[l] = acc[0].v[l] + acc[1].v[l];
+  float s = both.hsum();
+  if (b < nb) {
+    int32_t isum[8] = {};
+    lane_sums(b, isum);
+    int32_t t = 0;
+    for (int32_t v : isum) t += v;
+    s = std::fma(scale(b), static_cast<float>(t), s);
   }
   return s;
 }
@@ -100,22 +122,30 @@ void FormatNvfp4::quantize_ref(const float* src, Block* dst, int64_t nb) {
     }
 }
 
+// ggml's AVX2 order: one 8-lane accumulator; per block two fmas (Q8_0 blocks 2b and 2b+1),
+// lanes 0-3 scaled by sub-block 2h, lanes 4-7 by 2h+1, scale = ue4m3(d) * dy.
 float FormatNvfp4::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  float sum = 0.0f;
+  detail::Lanes8 acc;
   for (int64_t b = 0; b < nb; ++b)
-    for (int s = 0; s < kQKNvfp4 / kQKNvfp4Sub; ++s) {
-      const BlockQ8_0& ab = a[2 * b + s / 2];
-      const int8_t* qa = ab.qs + (s % 2) * kQKNvfp4Sub;
-      const uint8_t* q = w[b].qs + s * (kQKNvfp4Sub / 2);
-      int32_t isum = 0;
-      for (int j = 0; j < kQKNvfp4Sub / 2; ++j) {
-        isum += int32_t{kValuesFp4[q[j] & 0x0f]} * qa[j];
-        isum += int32_t{kValuesFp4[q[j] >> 4]} * qa[j + kQKNvfp4Sub / 2];
+    for (int h = 0; h < 2; ++h) {
+      const BlockQ8_0& ab = a[2 * b + h];
+      int8_t q[32];
+      for (int s = 0; s < 2; ++s) {
+        const uint8_t* qs = w[b].qs + (2 * h + s) * (kQKNvfp4Sub / 2);
+        for (int j = 0; j < kQKNvfp4Sub / 2; ++j) {
+          q[16 * s + j] = kValuesFp4[qs[j] & 0x0f];
+          q[16 * s + j + kQKNvfp4Sub / 2] = kValuesFp4[qs[j] >> 4];
+        }
       }
-      sum += static_cast<float>(isum) *
-             (fp16_to_fp32(ab.d) * detail::ue4m3_to_fp32_half(w[b].d[s]));
+      int32_t isum[8] = {};
+      detail::add_lane_sums(q, ab.qs, isum);
+      const float dy = fp16_to_fp32(ab.d);
+      const float s0 = detail::ue4m3_to_fp32_half(w[b].d[2 * h]) * dy;
+      const float s1 = detail::ue4m3_to_fp32_half(w[b].d[2 * h + 1]) * dy;
+      const float scale[8] = {s0, s0, s0, s0, s1, s1, s1, s1};
+      acc.fma(scale, isum);
     }
-  return sum;
+  return acc.hsum();
 }
 
 }  // namespace df::quant

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "quant/ggml_lanes.h"
 #include "quant/ggml_scalar.h"
 
 namespace df::quant {
@@ -526,25 +527,66 @@ void FormatK<T, B>::quantize_ref(const float* src, Block* dst, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) quantize_block(src + b * kQK_K, dst[b]);
 }
 
+// ggml's AVX2 vec_dot order (see ggml_lanes.h). Per super-block, with d = da * fp16(d)
+// and dmin = -da * fp16(dmin), and sumi[l] the exact sum over the elements e with
+// (e % 32) / 4 == l of scale(e) * q(e) * a(e):
+//   Q2_K: acc = fma(dmin, prod, acc), prod[l] = m[2l]*bsum[2l] + m[2l+1]*bsum[2l+1];
+//         then acc = fma(d, sumi, acc)
+//   Q3_K: acc = fma(d, sumi, acc)
+//   Q4_K: acc = fma(d, sumi, acc); acc_m[l] = fma(dmin, prod4[l], acc_m[l]) over 4 lanes with
+//         prod4[l] = m[2l]*(b[4l]+b[4l+1]) + m[2l+1]*(b[4l+2]+b[4l+3]); the result adds
+//         ((acc_m0 + acc_m2) + (acc_m1 + acc_m3)) after hsum(acc)
+//   Q5_K: acc = fma(d, sumi, acc); summs = fma(dmin, sum_j m[j]*(b[2j]+b[2j+1]), summs)
+//   Q6_K: q taken in [0, 63]: sumi[l] -= 32 * (sc[2l]*bsum[2l] + sc[2l+1]*bsum[2l+1]);
+//         acc = fma(d, sumi, acc)
 template <GgmlType T, class B>
 float FormatK<T, B>::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
   constexpr int sub = kSubBlock<B>;
+  constexpr bool q6 = std::is_same_v<B, BlockQ6_K>;
   KUnpacked u;
-  float s = 0.0f;
+  detail::Lanes8 acc;
+  float acc_m[4] = {0, 0, 0, 0};
+  float summs = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     unpack(w[b], u);
-    int32_t isum = 0, msum = 0;
-    for (int j = 0; j < kQK_K / sub; ++j) {
-      int32_t t = 0;
-      for (int i = 0; i < sub; ++i) t += int32_t{u.q[sub * j + i]} * a[b].qs[sub * j + i];
-      isum += u.scale[j] * t;
-      if constexpr (kHasMin<B>)
-        for (int g = 0; g < sub / 16; ++g) msum += u.min[j] * a[b].bsums[j * sub / 16 + g];
+    const BlockQ8_K& y = a[b];
+    const float d = y.d * fp16_to_fp32(w[b].d);
+    const float dmin = -y.d * dmin_of(w[b]);
+    if constexpr (std::is_same_v<B, BlockQ2_K>) {
+      int32_t prod[8];
+      for (int l = 0; l < 8; ++l)
+        prod[l] = u.min[2 * l] * y.bsums[2 * l] + u.min[2 * l + 1] * y.bsums[2 * l + 1];
+      acc.fma(dmin, prod);
     }
-    s += static_cast<float>(isum) * (a[b].d * fp16_to_fp32(w[b].d));
-    if constexpr (kHasMin<B>) s -= static_cast<float>(msum) * (a[b].d * dmin_of(w[b]));
+    int32_t sumi[8] = {};
+    for (int g = 0; g < kQK_K / 32; ++g) {
+      for (int l = 0; l < 8; ++l)
+        for (int i = 0; i < 4; ++i) {
+          const int e = 32 * g + 4 * l + i;
+          const int32_t q = q6 ? u.q[e] + 32 : u.q[e];
+          sumi[l] += u.scale[e / sub] * q * y.qs[e];
+        }
+    }
+    if constexpr (q6)
+      for (int l = 0; l < 8; ++l)
+        sumi[l] -= 32 * (y.bsums[2 * l] * u.scale[2 * l] + y.bsums[2 * l + 1] * u.scale[2 * l + 1]);
+    acc.fma(d, sumi);
+    if constexpr (std::is_same_v<B, BlockQ4_K>) {
+      for (int l = 0; l < 4; ++l) {
+        const int32_t p = u.min[2 * l] * (y.bsums[4 * l] + y.bsums[4 * l + 1]) +
+                          u.min[2 * l + 1] * (y.bsums[4 * l + 2] + y.bsums[4 * l + 3]);
+        acc_m[l] = std::fma(dmin, static_cast<float>(p), acc_m[l]);
+      }
+    }
+    if constexpr (std::is_same_v<B, BlockQ5_K>) {
+      int32_t p = 0;
+      for (int j = 0; j < 8; ++j) p += u.min[j] * (y.bsums[2 * j] + y.bsums[2 * j + 1]);
+      summs = std::fma(dmin, static_cast<float>(p), summs);
+    }
   }
-  return s;
+  if constexpr (std::is_same_v<B, BlockQ4_K>) return acc.hsum() + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+  if constexpr (std::is_same_v<B, BlockQ5_K>) return acc.hsum() + summs;
+  return acc.hsum();
 }
 
 template struct FormatK<GgmlType::Q2_K, BlockQ2_K>;

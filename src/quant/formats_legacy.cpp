@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/ggml_lanes.h"
+
 namespace df::quant {
 namespace {
 
@@ -46,11 +48,21 @@ uint32_t load_qh(const uint8_t* qh) {
   return v;
 }
 
-// Exact int32 sum of q_w[j] * q_a[j] over a block.
-int32_t block_isum(const int8_t* qw, const int8_t* qa) {
-  int32_t s = 0;
-  for (int j = 0; j < kQK4; ++j) s += int32_t{qw[j]} * int32_t{qa[j]};
-  return s;
+// dot of 32-element blocks in ggml's lane order: acc = fma(dw * da, lane sums, acc) per
+// block; with Mins, summs = fma(mw, sa, summs) per block, added after the horizontal sum.
+template <bool Mins, class B, class A, class Unpack>
+float dot_lanes(const B* w, const A* a, int64_t nb, Unpack unpack) {
+  detail::Lanes8 acc;
+  float summs = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int8_t q[kQK4];
+    unpack(w[b], q);
+    int32_t isum[8] = {};
+    detail::add_lane_sums(q, a[b].qs, isum);
+    acc.fma(fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d), isum);
+    if constexpr (Mins) summs = std::fma(fp16_to_fp32(w[b].m), fp16_to_fp32(a[b].s), summs);
+  }
+  return Mins ? acc.hsum() + summs : acc.hsum();
 }
 
 }  // namespace
@@ -94,14 +106,10 @@ void FormatQ4_0::quantize_ref(const float* src, Block* dst, int64_t nb) {
 }
 
 float FormatQ4_0::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  float s = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int8_t q[kQK4];
-    unpack_q4(w[b].qs, q);
-    for (auto& v : q) v = static_cast<int8_t>(v - 8);
-    s += static_cast<float>(block_isum(q, a[b].qs)) * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d));
-  }
-  return s;
+  return dot_lanes<false>(w, a, nb, [](const Block& b, int8_t* q) {
+    unpack_q4(b.qs, q);
+    for (int j = 0; j < kQK4; ++j) q[j] = static_cast<int8_t>(q[j] - 8);
+  });
 }
 
 // ---- Q4_1 ----
@@ -133,14 +141,7 @@ void FormatQ4_1::quantize_ref(const float* src, Block* dst, int64_t nb) {
 }
 
 float FormatQ4_1::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  float s = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int8_t q[kQK4];
-    unpack_q4(w[b].qs, q);
-    s += static_cast<float>(block_isum(q, a[b].qs)) * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) +
-         fp16_to_fp32(w[b].m) * fp16_to_fp32(a[b].s);
-  }
-  return s;
+  return dot_lanes<true>(w, a, nb, [](const Block& b, int8_t* q) { unpack_q4(b.qs, q); });
 }
 
 // ---- Q5_0 ----
@@ -173,14 +174,10 @@ void FormatQ5_0::quantize_ref(const float* src, Block* dst, int64_t nb) {
 }
 
 float FormatQ5_0::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  float s = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int8_t q[kQK4];
-    unpack_q5(w[b].qs, w[b].qh, q);
-    for (auto& v : q) v = static_cast<int8_t>(v - 16);
-    s += static_cast<float>(block_isum(q, a[b].qs)) * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d));
-  }
-  return s;
+  return dot_lanes<false>(w, a, nb, [](const Block& b, int8_t* q) {
+    unpack_q5(b.qs, b.qh, q);
+    for (int j = 0; j < kQK4; ++j) q[j] = static_cast<int8_t>(q[j] - 16);
+  });
 }
 
 // ---- Q5_1 ----
@@ -217,14 +214,7 @@ void FormatQ5_1::quantize_ref(const float* src, Block* dst, int64_t nb) {
 }
 
 float FormatQ5_1::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  float s = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int8_t q[kQK4];
-    unpack_q5(w[b].qs, w[b].qh, q);
-    s += static_cast<float>(block_isum(q, a[b].qs)) * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) +
-         fp16_to_fp32(w[b].m) * fp16_to_fp32(a[b].s);
-  }
-  return s;
+  return dot_lanes<true>(w, a, nb, [](const Block& b, int8_t* q) { unpack_q5(b.qs, b.qh, q); });
 }
 
 }  // namespace df::quant

@@ -3,6 +3,7 @@
 // ggml_get_type_traits_cpu(type)->from_float / vec_dot.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <string>
@@ -92,8 +93,16 @@ TEST(CpuKernelsRef, QuantizeActBitExactWithGgmlCpuFromFloat) {
   }
 }
 
-// Same prepared operands, so only the order of f32 additions may differ: normalised error
-// of a few 1e-14 expected; budget 1e-10 as in the unit tests.
+// Types whose kernels (every ISA, scalar included) follow the f32 accumulation order of
+// ggml's x86 vec_dot (src/quant/ggml_lanes.h): results must be the same bits.
+bool bit_exact_type(GgmlType t) {
+  return t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::BF16 && t != GgmlType::Q8_0;
+}
+
+// Same prepared operands. Bit-exact types must give llama.cpp's bits; the others differ
+// only in the order of f32 additions: normalised error of a few 1e-14 expected, budget 1e-10
+// as in the unit tests. Weight rows from the reference quantiser and of random bytes; several
+// activation rows (the gemm / prefill path) against vec_dot per row and column.
 TEST(CpuKernelsRef, VecDotMatchesGgmlCpuVecDot) {
   static df::test::GgmlLibs libs;
   if (!libs.error().empty()) GTEST_SKIP() << libs.error();
@@ -102,36 +111,51 @@ TEST(CpuKernelsRef, VecDotMatchesGgmlCpuVecDot) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (GgmlType t : kTypes) {
     const auto* ct = libs.cpu_traits(static_cast<ggml_type>(t));
-    for (int64_t k : {256, 512, 1024, 4096}) {
-     for (bool random_bytes : {false, true}) {
-      const int rows = 32;
-      std::vector<float> wf(rows * k), af(k);
-      for (auto& v : wf) v = dist(rng);
-      for (auto& v : af) v = dist(rng);
-      const size_t wb = df::row_bytes(t, k);
-      std::vector<uint8_t> W(wb * rows), A(df::cpu::act_row_bytes(t, k));
-      if (random_bytes)
-        W = random_weight_bytes(t, rows, k, rng);
-      else
-        for (int i = 0; i < rows; ++i) df::cpu::quantize_row_ref(t, wf.data() + i * k, W.data() + i * wb, k);
-      libs.cpu_traits(ct->vec_dot_type)->from_float(af.data(), A.data(), k);
-      std::vector<float> want(rows);
-      for (int i = 0; i < rows; ++i)
-        ct->vec_dot(static_cast<int>(k), &want[i], 0, W.data() + i * wb, 0, A.data(), 0, 1);
-      for (Isa isa : isas()) {
-        std::vector<float> got(rows);
-        df::cpu::kernels(isa).gemm(t, k, W.data(), wb, 0, rows, A.data(), A.size(), 1, got.data(),
-                                   rows);
-        double num = 0, den = 0;
-        for (int i = 0; i < rows; ++i) {
-          num += (double(want[i]) - got[i]) * (double(want[i]) - got[i]);
-          den += double(want[i]) * want[i];
+    const auto* act_traits = libs.cpu_traits(ct->vec_dot_type);
+    for (int64_t k : {256, 288, 512, 768, 1024, 4096}) {
+      if (k % df::type_info(t).block_elems) continue;
+      for (bool random_bytes : {false, true}) {
+        const int rows = 32, n_act = 3;
+        std::vector<float> wf(rows * k), af(n_act * k);
+        for (auto& v : wf) v = dist(rng);
+        for (auto& v : af) v = dist(rng);
+        const size_t wb = df::row_bytes(t, k), ab = df::cpu::act_row_bytes(t, k);
+        std::vector<uint8_t> W(wb * rows), A(ab * n_act);
+        if (random_bytes)
+          W = random_weight_bytes(t, rows, k, rng);
+        else
+          for (int i = 0; i < rows; ++i) df::cpu::quantize_row_ref(t, wf.data() + i * k, W.data() + i * wb, k);
+        for (int r = 0; r < n_act; ++r) act_traits->from_float(af.data() + r * k, A.data() + r * ab, k);
+        std::vector<float> want(rows * n_act);
+        for (int r = 0; r < n_act; ++r)
+          for (int i = 0; i < rows; ++i)
+            ct->vec_dot(static_cast<int>(k), &want[r * rows + i], 0, W.data() + i * wb, 0, A.data() + r * ab, 0, 1);
+        const std::string what = std::string(df::type_name(t)) + " k=" + std::to_string(k) +
+                                 (random_bytes ? " random bytes" : "") + " (ggml " + libs.cpu_variant() + ")";
+        for (Isa isa : isas()) {
+          const auto& kr = df::cpu::kernels(isa);
+          for (int n : {1, n_act}) {
+            std::vector<float> got(rows * n);
+            kr.gemm(t, k, W.data(), wb, 0, rows, A.data(), ab, n, got.data(), rows);
+            double num = 0, den = 0;
+            int differ = 0;
+            for (int j = 0; j < rows * n; ++j) {
+              num += (double(want[j]) - got[j]) * (double(want[j]) - got[j]);
+              den += double(want[j]) * want[j];
+              differ += std::bit_cast<uint32_t>(want[j]) != std::bit_cast<uint32_t>(got[j]);
+            }
+            EXPECT_LE(num / den, 1e-10) << what << " " << df::cpu::isa_name(isa) << " n_act=" << n;
+            if (bit_exact_type(t)) {
+              EXPECT_EQ(differ, 0) << what << " " << df::cpu::isa_name(isa) << " n_act=" << n
+                                   << ": results not bit-identical to ggml's vec_dot";
+            }
+          }
+          const float one = kr.vec_dot(t, k, W.data() + 5 * wb, A.data() + ab);
+          if (bit_exact_type(t)) {
+            EXPECT_EQ(std::bit_cast<uint32_t>(one), std::bit_cast<uint32_t>(want[rows + 5])) << what;
+          }
         }
-        EXPECT_LE(num / den, 1e-10) << df::type_name(t) << " " << df::cpu::isa_name(isa)
-                                    << " k=" << k << (random_bytes ? " random bytes" : "")
-                                    << " (ggml " << libs.cpu_variant() << ")";
       }
-     }
     }
   }
 }
