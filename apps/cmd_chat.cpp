@@ -41,6 +41,11 @@ void register_chat(CLI::App& app) {
       if (line.empty()) continue;
       messages.push_back({"user", line});
       const auto prompt = tok.encode(chat_prompt(messages, true, !f->no_think), true);
+      // Hybrid models: keep a checkpoint where the history ends. The next turn renders this
+      // answer without its think block, so it diverges from the cached tokens right after
+      // the assistant header and restarts from here.
+      GenerateOptions turn_opt = opt;
+      turn_opt.checkpoint_at = {static_cast<int64_t>(tok.encode(chat_prompt(messages, false, false), true).size())};
       if (static_cast<int64_t>(prompt.size()) >= session.n_ctx()) {
         std::fprintf(stderr, "the conversation no longer fits the context (%lld tokens); raise -c\n",
                      static_cast<long long>(session.n_ctx()));
@@ -48,7 +53,7 @@ void register_chat(CLI::App& app) {
       }
       StreamDecoder stream(tok);
       std::string answer;
-      session.generate(prompt, opt, [&](Token t) {
+      session.generate(prompt, turn_opt, [&](Token t) {
         const std::string piece = stream.push(t);
         answer += piece;
         std::fwrite(piece.data(), 1, piece.size(), stdout);

@@ -61,6 +61,13 @@ void register_inspect(CLI::App& app) {
       std::printf("  rotary dims %lld, rope base %g, rms eps %g, vocab %lld, trained context %lld, %s output head\n",
                   static_cast<long long>(h.n_rot), h.rope_base, h.rms_eps, static_cast<long long>(h.n_vocab),
                   static_cast<long long>(h.n_ctx_train), h.tied_output ? "tied" : "separate");
+      if (h.n_layer_recurrent > 0 || h.n_layer_nextn > 0)
+        std::printf("  Gated DeltaNet layers %lld of %lld (conv kernel %lld, state %lld, key heads %lld, value heads "
+                    "%lld), MTP layers %lld (loaded, not run)\n",
+                    static_cast<long long>(h.n_layer_recurrent), static_cast<long long>(h.n_layer),
+                    static_cast<long long>(h.ssm_conv_kernel), static_cast<long long>(h.ssm_state),
+                    static_cast<long long>(h.ssm_k_heads), static_cast<long long>(h.ssm_v_heads),
+                    static_cast<long long>(h.n_layer_nextn));
       std::printf("  parameters %.3f M, weight bytes %.2f MiB, bytes read per decoded token %.2f MiB\n",
                   static_cast<double>(h.n_params) / 1e6, static_cast<double>(h.weight_bytes) / (1 << 20),
                   static_cast<double>(h.bytes_per_token) / (1 << 20));

@@ -17,6 +17,12 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--isa", f.isa, "CPU instruction set: auto, scalar, avx2, avx512")
       ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
+  app.add_option("--checkpoint-every", f.checkpoint_every,
+                 "hybrid models: also checkpoint the recurrent state every N tokens, for prefix reuse (0: only "
+                 "at the end of each prompt and answer)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-checkpoints", f.max_checkpoints, "hybrid models: checkpoints a session keeps")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("-q,--quiet", f.quiet, "no progress bar or statistics");
 }
 
@@ -25,7 +31,7 @@ std::string resolve_model_path(const std::string& m) {
   for (const char* p : {DF_DEFAULT_MODEL_BUILD, DF_DEFAULT_MODEL_INSTALL})
     if (std::filesystem::exists(p)) return p;
   throw Error(std::string("the default model was not found at ") + DF_DEFAULT_MODEL_BUILD +
-              " (build the 'default_model' target) — or pass -m MODEL");
+              " — pass -m MODEL");
 }
 
 void progress_bar(const std::string& label, double fraction) {
@@ -45,6 +51,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;
+  o.checkpoint_every = f.checkpoint_every;
+  o.max_checkpoints = f.max_checkpoints;
   if (!f.quiet) o.on_progress = [](double x) { progress_bar("loading", x); };
   return Engine::load(o);
 }

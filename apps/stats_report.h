@@ -17,7 +17,7 @@ inline void print_stats(const Engine& e, const Session& s) {
   std::fprintf(stderr, "decode: %lld tokens, %.1f tok/s (%.2f ms/token, %.1f GB/s of weights)\n",
                static_cast<long long>(st.generated_tokens), dc, dc > 0 ? 1000.0 / dc : 0.0,
                dc * static_cast<double>(e.info().bytes_per_token) / 1e9);
-  std::fprintf(stderr, "memory: weights %.1f MiB (mapped), KV cache %.1f MiB, activations %.1f MiB\n",
+  std::fprintf(stderr, "memory: weights %.1f MiB (mapped), KV cache + recurrent state %.1f MiB, activations %.1f MiB\n",
                static_cast<double>(e.info().weight_bytes) / mib, static_cast<double>(s.cache_bytes()) / mib,
                static_cast<double>(s.scratch_bytes()) / mib);
 }

@@ -28,6 +28,12 @@ struct EngineOptions {
   int64_t n_ctx = 4096;        // positions a session holds (capped by nothing; memory is the limit)
   int64_t prefill_chunk = 512; // tokens per forward pass during prefill
   bool kv_f32 = false;         // F16 KV cache unless set
+  // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV
+  // cache to any position and keep none). A session keeps one at the end of each prompt and
+  // of each generation, and one every `checkpoint_every` tokens (0: none), at most
+  // `max_checkpoints` (the oldest periodic ones are dropped first).
+  int64_t checkpoint_every = 0;
+  int max_checkpoints = 4;
   std::function<void(double)> on_progress;  // load progress in [0, 1]
 };
 
@@ -35,6 +41,10 @@ struct GenerateOptions {
   SamplerOptions sampling;
   int64_t max_new_tokens = 128;
   bool stop_at_eog = true;     // stop on the model's end-of-turn / end-of-text ids
+  // Prompt positions to keep a recurrent-state checkpoint at (hybrid models), e.g. where a
+  // chat's history ends: the next turn re-renders the answer differently from the generated
+  // tokens, and restarts from there instead of from the start.
+  std::vector<int64_t> checkpoint_at;
 };
 
 struct Stats {
@@ -66,8 +76,18 @@ class Engine {
   std::unique_ptr<Model> model_;
 };
 
-// One conversation: the model state (KV cache) and the tokens it holds. A new prompt that
-// shares a prefix with the cached tokens only computes the rest.
+// A session's position saved by Session::capture(): its tokens, the model state that the KV
+// cache cannot recover, and the logits after the last token.
+struct SessionCheckpoint {
+  std::vector<Token> tokens;
+  std::shared_ptr<const StateCheckpoint> state;
+  std::vector<float> logits;
+};
+
+// One conversation: the model state (KV cache, recurrent state) and the tokens it holds. A
+// new prompt that shares a prefix with the cached tokens only computes the rest: from the
+// shared position itself on pure-attention models, from the nearest checkpoint at or before
+// it on models with recurrent layers.
 class Session {
  public:
   explicit Session(Engine& engine);
@@ -78,7 +98,8 @@ class Session {
 
   // Makes the cache hold exactly `prompt` and returns the logits after its last token.
   // Throws df::Error when the prompt is empty or longer than the context.
-  const std::vector<float>& prefill(const std::vector<Token>& prompt);
+  // checkpoint_at: positions to keep a checkpoint at on the way (see GenerateOptions).
+  const std::vector<float>& prefill(const std::vector<Token>& prompt, const std::vector<int64_t>& checkpoint_at = {});
   // Appends one token and returns the logits after it.
   const std::vector<float>& decode(Token t);
   // Logits of every position of `tokens` ([n, n_vocab] row-major), computed from position 0.
@@ -89,11 +110,36 @@ class Session {
                               const std::function<bool(Token)>& on_token);
   const Stats& stats() const { return stats_; }
 
+  // Saves the current position (for speculative decoding: capture, decode drafts, restore).
+  SessionCheckpoint capture();
+  // Returns to a position captured from this session. Throws df::Error when the KV cache no
+  // longer holds that position's tokens (a later prompt diverged before its end).
+  void restore(const SessionCheckpoint& c);
+  // Positions of the checkpoints the session keeps for prefix reuse, ascending.
+  std::vector<int64_t> checkpoint_positions() const;
+
  private:
-  void run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out);
+  enum class CheckpointKind { PERIODIC, PROMPT, TURN, MARK };
+  struct Kept {
+    int64_t pos;
+    CheckpointKind kind;
+    std::shared_ptr<const StateCheckpoint> state;
+  };
+  // Runs ids at positions pos0.. through the model in chunks (split at periodic checkpoint
+  // positions), keeping the bookkeeping of cache_tokens_ and checkpoints_ right.
+  void run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out,
+           const std::vector<int64_t>& marks = {});
+  // KV rows [pos0, pos0 + n) now hold ids: update cache_tokens_, drop checkpoints that no
+  // longer match.
+  void note_written(int64_t pos0, const Token* ids, int64_t n);
+  // Keeps a checkpoint of the state after tokens_ (recurrent models only).
+  void keep_checkpoint(int64_t pos, CheckpointKind kind);
+
   Engine& engine_;
   std::unique_ptr<ModelState> state_;
-  std::vector<Token> tokens_;
+  std::vector<Token> tokens_;        // what the model state has consumed (state position)
+  std::vector<Token> cache_tokens_;  // what the KV rows hold; tokens_ is a prefix of it
+  std::vector<Kept> checkpoints_;    // ascending positions, each a prefix of cache_tokens_
   std::vector<float> logits_;
   Stats stats_;
 };

@@ -4,6 +4,15 @@
 
 namespace df {
 
+Tensor Tensor::slice_cols(int64_t c0, int64_t n) const {
+  if (type_info(type).block_elems != 1) throw Error("column slice of a block-quantized tensor");
+  if (c0 < 0 || n <= 0 || c0 + n > cols) throw Error("column slice out of range");
+  Tensor t = *this;
+  t.data = static_cast<uint8_t*>(data) + row_bytes(type, c0);
+  t.cols = n;
+  return t;
+}
+
 Tensor Tensor::reshape(int64_t new_cols) const {
   const size_t dense = row_bytes(type, cols);
   if (stride != dense) throw Error("reshape of a strided tensor");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "quant/types.h"
 
@@ -28,6 +29,8 @@ struct Tensor {
     t.rows = n;
     return t;
   }
+  // Columns [c0, c0 + n) of every row (a strided view; the type must have 1-element blocks).
+  Tensor slice_cols(int64_t c0, int64_t n) const;
   // The same memory seen as rows of `new_cols` elements (dense tensors only).
   Tensor reshape(int64_t new_cols) const;
 };
@@ -39,6 +42,21 @@ class Buffer {
   virtual void* data() = 0;
   virtual size_t size() const = 0;
 };
+
+// One attention layer's KV cache. Its layout is the backend's choice (the CPU backend keeps
+// V transposed, [kv_dim, capacity], so the product with the probabilities is a dot over
+// positions as in llama.cpp); model code only passes it back to kv_store / attention.
+struct KvCache {
+  Tensor k;               // backend layout
+  Tensor v;               // backend layout
+  int64_t n_ctx = 0;      // positions it holds
+  int64_t kv_dim = 0;     // n_head_kv * head_dim
+  GgmlType type = GgmlType::F16;
+  std::vector<std::shared_ptr<Buffer>> buffers;
+  uint64_t nbytes() const { return k.nbytes() + v.nbytes(); }
+};
+
+enum class UnaryOp { SILU, SIGMOID, SOFTPLUS };
 
 struct AttentionParams {
   int32_t n_head = 0;     // query heads
@@ -72,19 +90,46 @@ class Backend {
   // only the first n_rot dims of each head rotate.
   virtual void rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot,
                          int64_t pos0, float freq_base) = 0;
-  // Writes k/v rows [n, n_head_kv * head_dim] into caches [n_ctx, n_head_kv * head_dim] at
-  // rows pos0 .. pos0 + n - 1 (cache type F16 or F32).
-  virtual void kv_store(const Tensor& cache, const Tensor& rows, int64_t pos0) = 0;
-  // Causal attention of q [n, n_head * head_dim] (positions pos0 ..) over cache rows
+  // A KV cache for n_ctx positions of kv_dim values each, of type F16 or F32.
+  virtual KvCache alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type) = 0;
+  // Stores k and v rows [n, kv_dim] at positions pos0 .. pos0 + n - 1.
+  virtual void kv_store(KvCache& cache, const Tensor& k, const Tensor& v, int64_t pos0) = 0;
+  // Causal attention of q [n, n_head * head_dim] (positions pos0 ..) over cache positions
   // [0, pos0 + n) -> out [n, n_head * head_dim]
-  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                         int64_t pos0, const AttentionParams& p, const Tensor& out) = 0;
+  virtual void attention(const Tensor& q, const KvCache& cache, int64_t pos0, const AttentionParams& p,
+                         const Tensor& out) = 0;
   // out = silu(gate) * up  (all [n, k])
   virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   // x += y  (both [n, k])
   virtual void add(const Tensor& x, const Tensor& y) = 0;
   // dst rows = src rows (same shape and type)
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+
+  // ---- ops of recurrent (linear attention) layers and gates ----
+  // Elementwise y = f(x) over [n, k] f32 tensors (x may equal y).
+  virtual void unary(UnaryOp op, const Tensor& x, const Tensor& y) = 0;
+  // out = sigmoid(gate) * x  (all [n, k]; out may alias either input)
+  virtual void sigmoid_mul(const Tensor& gate, const Tensor& x, const Tensor& out) = 0;
+  // out[r][h] = softplus(x[r][h] + bias[h]) * scale[h]  (x, out [n, H]; bias, scale [1, H] f32)
+  virtual void softplus_scale(const Tensor& x, const Tensor& bias, const Tensor& scale,
+                              const Tensor& out) = 0;
+  // L2 normalisation of every group of `group` consecutive elements of each row:
+  // y = x / max(|x|, eps)  (x, y [n, G * group], may be strided column views; x may equal y)
+  virtual void l2_norm(const Tensor& x, int64_t group, float eps, const Tensor& y) = 0;
+  // Causal depthwise convolution over time with a carried state, channel c:
+  //   window = [state rows 0..K-2, x rows 0..n-1] (column c);  y[t][c] = sum_i window[t+i][c] * w[c][i]
+  // x [n, C] (may be a strided view), state [K-1, C] f32 (in: the K-1 inputs before x[0];
+  // out: the last K-1 rows of the window), w [C, K] f32 (GGUF ssm_conv1d), y [n, C] (not x).
+  virtual void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y) = 0;
+  // Gated delta rule (Gated DeltaNet), token by token. Per value head h (key head h % Hk, the
+  // tiled order of GGUF files) with state S_h [d rows (value dim j), d cols (key dim i)]:
+  //   S_h *= exp(g[t][h]);  delta_j = (v_j - S_h[j] . k) * beta[t][h];  S_h[j] += delta_j * k;
+  //   out[t][h*d + j] = (S_h[j] . q) * scale
+  // q, k [n, Hk * d] and v [n, Hv * d] (strided views allowed), g, beta [n, Hv],
+  // state [Hv * d, d] f32 (in/out), out [n, Hv * d]; Hv % Hk == 0.
+  virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                const Tensor& beta, const Tensor& state, float scale,
+                                const Tensor& out) = 0;
 };
 
 }  // namespace df

@@ -31,6 +31,13 @@ struct ModelInfo {
   float rope_base = 10000.0f;
   float rms_eps = 1e-6f;
   bool tied_output = false;
+  // Hybrid models (qwen35): layers with a recurrent state instead of a KV cache.
+  int64_t n_layer_recurrent = 0;   // Gated DeltaNet layers among the n_layer trunk layers
+  int64_t n_layer_nextn = 0;       // MTP (next-n prediction) layers stored after the trunk
+  int64_t ssm_conv_kernel = 0;
+  int64_t ssm_state = 0;           // head size of the delta rule (state is ssm_state^2 per head)
+  int64_t ssm_k_heads = 0;
+  int64_t ssm_v_heads = 0;
   uint64_t weight_bytes = 0;       // bytes of all weights
   uint64_t bytes_per_token = 0;    // weight bytes read by one decode step
   uint64_t n_params = 0;
@@ -42,6 +49,16 @@ struct StateOptions {
   bool kv_f32 = false;        // F16 KV cache unless set
 };
 
+// A copy of the part of a session's state that the KV cache rows cannot recover (recurrent
+// and convolution states), taken after `pos` tokens. Restoring it rewinds the state to `pos`;
+// KV rows [0, pos) must still hold the same tokens (rows past pos are overwritten later).
+class StateCheckpoint {
+ public:
+  virtual ~StateCheckpoint() = default;
+  int64_t pos = 0;
+  uint64_t bytes = 0;  // memory the copy holds
+};
+
 // Per-session model state: caches and scratch. Opaque to callers.
 class ModelState {
  public:
@@ -50,6 +67,14 @@ class ModelState {
   virtual int64_t max_chunk() const = 0;
   virtual uint64_t cache_bytes() const = 0;   // KV cache / recurrent state
   virtual uint64_t scratch_bytes() const = 0;  // activations
+  // True when the KV cache is all the state (pure attention): forward() may then restart at
+  // any position p with KV rows [0, p) intact. False when recurrent state must be restored
+  // from a checkpoint (or restarted at position 0) before running from an earlier position.
+  virtual bool rewindable() const = 0;
+  // Copies the state as it is after `pos` tokens (pos: where the last forward() ended).
+  virtual std::unique_ptr<StateCheckpoint> capture(int64_t pos) = 0;
+  // Makes the state what it was when `c` was captured from this state.
+  virtual void restore(const StateCheckpoint& c) = 0;
 };
 
 class Model {
@@ -57,7 +82,9 @@ class Model {
   virtual ~Model() = default;
   virtual const ModelInfo& info() const = 0;
   virtual std::unique_ptr<ModelState> new_state(const StateOptions& opt) = 0;
-  // Runs tokens[0..n) at positions pos0.. (n <= max_chunk, pos0 + n <= n_ctx).
+  // Runs tokens[0..n) at positions pos0.. (n <= max_chunk, pos0 + n <= n_ctx). pos0 == 0
+  // starts a new sequence (recurrent state reset); otherwise a non-rewindable state must be at
+  // pos0 (it throws df::Error if not).
   // logits: when all_logits, n rows of n_vocab floats; otherwise the last row only. May be
   // null (no output head: prefill of a prompt's leading chunks).
   virtual void forward(ModelState& state, const int32_t* tokens, int64_t n, int64_t pos0,

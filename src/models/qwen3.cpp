@@ -35,8 +35,8 @@ class Qwen3State final : public ModelState {
     const int64_t kv = hp.n_head_kv * hp.head_dim;
     const GgmlType kt = opt.kv_f32 ? GgmlType::F32 : GgmlType::F16;
     for (int64_t l = 0; l < hp.n_layer; ++l) {
-      k_cache.push_back(make(kt, kv, opt.n_ctx, cache_bytes_));
-      v_cache.push_back(make(kt, kv, opt.n_ctx, cache_bytes_));
+      kv_cache.push_back(b.alloc_kv_cache(opt.n_ctx, kv, kt));
+      cache_bytes_ += kv_cache.back().nbytes();
     }
     const int64_t B = opt.max_chunk;
     x = make(GgmlType::F32, hp.n_embd, B, scratch_bytes_);
@@ -54,6 +54,14 @@ class Qwen3State final : public ModelState {
   int64_t max_chunk() const override { return opt_.max_chunk; }
   uint64_t cache_bytes() const override { return cache_bytes_; }
   uint64_t scratch_bytes() const override { return scratch_bytes_; }
+  // The KV cache is the whole state: a checkpoint is just a position.
+  bool rewindable() const override { return true; }
+  std::unique_ptr<StateCheckpoint> capture(int64_t pos) override {
+    auto c = std::make_unique<StateCheckpoint>();
+    c->pos = pos;
+    return c;
+  }
+  void restore(const StateCheckpoint&) override {}
 
   // Logits for every row of a chunk, allocated the first time they are asked for.
   Tensor logits_all() {
@@ -61,7 +69,7 @@ class Qwen3State final : public ModelState {
     return logits_all_;
   }
 
-  std::vector<Tensor> k_cache, v_cache;  // per layer [n_ctx, n_head_kv * head_dim]
+  std::vector<KvCache> kv_cache;         // per layer: n_ctx positions of n_head_kv * head_dim
   Tensor x, xn;                          // [B, dim] residual stream, normed / projected tmp
   Tensor q, att;                         // [B, n_head * head_dim]
   Tensor k, v;                           // [B, n_head_kv * head_dim]
@@ -186,9 +194,8 @@ class Qwen3 final : public Model {
       b.rms_norm(k.reshape(hd), L.k_norm, hp_.rms_eps, k.reshape(hd));
       b.rope_neox(q, ap.n_head, ap.head_dim, static_cast<int32_t>(hp_.n_rot), pos0, hp_.rope_base);
       b.rope_neox(k, ap.n_head_kv, ap.head_dim, static_cast<int32_t>(hp_.n_rot), pos0, hp_.rope_base);
-      b.kv_store(s.k_cache[l], k, pos0);
-      b.kv_store(s.v_cache[l], v, pos0);
-      b.attention(q, s.k_cache[l], s.v_cache[l], pos0, ap, att);  // att [n, n_head * hd]
+      b.kv_store(s.kv_cache[l], k, v, pos0);
+      b.attention(q, s.kv_cache[l], pos0, ap, att);               // att [n, n_head * hd]
       b.matmul(L.wo, att, xn);                                  // xn [n, dim]
       b.add(x, xn);                                             // residual
       b.rms_norm(x, L.ffn_norm, hp_.rms_eps, xn);

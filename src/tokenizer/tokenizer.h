@@ -44,7 +44,10 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // parse_special: text such as "<|im_start|>" becomes the special token (llama.cpp
-  // parse_special=true). add_bos is never done for Qwen models (no BOS).
+  // parse_special=true); without it CONTROL/UNKNOWN token texts are plain text, while
+  // USER_DEFINED tokens (e.g. "<think>") are still split out, as llama.cpp does.
+  // Invalid UTF-8 bytes are tokenized as U+FFFD. No BOS is ever added (Qwen has none).
+  // Thread-safe (const, no shared mutable state).
   virtual std::vector<Token> encode(std::string_view text, bool parse_special) const = 0;
   // Bytes of one token (special tokens render as their text when render_special).
   virtual std::string token_to_piece(Token t, bool render_special = true) const = 0;

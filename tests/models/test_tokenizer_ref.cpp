@@ -44,7 +44,9 @@ bool llama_would_throw(const std::string& s) {
 
 class Generator {
  public:
-  explicit Generator(uint32_t seed) : rng_(seed) {}
+  // specials: extra texts to scatter into the strings (special tokens of the vocabulary).
+  Generator(uint32_t seed, std::vector<std::string> specials)
+      : rng_(seed), specials_(std::move(specials)) {}
 
   std::string string() {
     for (;;) {
@@ -159,7 +161,10 @@ class Generator {
             "[PAD151935]", "<|im_start|>user\n", "<|im_end|>\n", "<|im_start", "im_end|>", "<|",
             "|>", "<|im_end|><|im_end|>", "<|endoftext|>\n\n", " <|im_start|> ", "<think>",
             "</think>", "<|im_start|>assistant\n<think>\n\n</think>\n\n"};
-        for (int i = pick(1, 4); i > 0; --i) s += one_of(t);
+        for (int i = pick(1, 4); i > 0; --i) {
+          s += (!specials_.empty() && pick(0, 1)) ? one_of(specials_) : one_of(t);
+          if (pick(0, 2) == 0) s += static_cast<char>(pick('a', 'e'));
+        }
         break;
       }
       case 10: {  // repeated characters (long words, long whitespace)
@@ -178,6 +183,7 @@ class Generator {
   }
 
   std::mt19937 rng_;
+  std::vector<std::string> specials_;
 };
 
 std::string to_hex(const std::string& s) {
@@ -197,16 +203,88 @@ std::string show(const std::vector<Token>& ids) {
   return s;
 }
 
-void compare_with_llama(const std::string& vocab_name, uint32_t seed, int n_strings) {
-  const std::string vocab = std::string(DF_LLAMA_SRC) + "/models/ggml-vocab-" + vocab_name + ".gguf";
-  if (!std::filesystem::exists(vocab)) GTEST_SKIP() << vocab << " not found";
+std::string bl(const std::string& s) {
+  std::string out;
+  for (char c : s) out += df::unicode::byte_to_utf8(static_cast<uint8_t>(c));
+  return out;
+}
 
-  Generator gen(seed);
+// Writes the corner-case vocabulary (the model keys are taken from base, a llama.cpp vocab
+// file, so llama.cpp accepts it with vocab_only). Returns the texts of its special tokens.
+std::vector<std::string> write_corner_vocab(const std::string& base, const std::string& path) {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  auto add = [&](const std::string& text, df::TokenType t = df::TokenType::NORMAL) {
+    tokens.push_back(text);
+    types.push_back(static_cast<int32_t>(t));
+  };
+  for (int b = 0; b < 256; ++b) {
+    if (b == 'Z' || b == 0xFF || b == 0xA9) continue;  // no token for these bytes
+    add(df::unicode::byte_to_utf8(static_cast<uint8_t>(b)));
+  }
+  const std::vector<std::string> merged = {"th", "the", bl(" t"), bl(" the"), "que", "in", "ing",
+                                           bl("  "), bl("\n\n"), "ab", "abc", "ll", "hello", "lo"};
+  for (const auto& m : merged) add(m);
+  const std::vector<std::string> merges = {
+      "t h", "th e", bl(" ") + " t", bl(" t") + " he", "h e", "q u", "qu e", "i n", "in g",
+      bl(" ") + " " + bl(" "), bl("\n") + " " + bl("\n"), "a b", "ab c", "l l", "h e", "he ll",
+      "hell o", "l o", "t h", "nospace", "x", "a b c"};
+  std::vector<std::string> specials;
+  auto special = [&](const std::string& text, df::TokenType t) {
+    add(text, t);
+    specials.push_back(text);
+  };
+  const auto eos = static_cast<uint32_t>(tokens.size());
+  special("<|endoftext|>", df::TokenType::CONTROL);
+  special("<|im_start|>", df::TokenType::CONTROL);
+  special("<|im_end|>", df::TokenType::NORMAL);  // llama.cpp makes it CONTROL (EOG name)
+  special("<|fim_pad|>", df::TokenType::NORMAL);
+  special("<unk>", df::TokenType::UNKNOWN);
+  special("<unused_ctl>", df::TokenType::CONTROL);
+  special("<think>", df::TokenType::USER_DEFINED);
+  special("</think>", df::TokenType::USER_DEFINED);
+  special("abcd", df::TokenType::USER_DEFINED);  // equal length, overlapping
+  special("bcde", df::TokenType::USER_DEFINED);
+  special("cdef", df::TokenType::USER_DEFINED);
+  special("<a>", df::TokenType::USER_DEFINED);
+  special("<a><b>", df::TokenType::USER_DEFINED);
+  special(" spaced ", df::TokenType::USER_DEFINED);
+  special("\xF0\x9F\x98\x80", df::TokenType::USER_DEFINED);  // an emoji
+  special("<ctl>", df::TokenType::CONTROL);
+  special("<ctl>x", df::TokenType::CONTROL);
+  add("zz", df::TokenType::UNDEFINED);
+  add("<0x41>", df::TokenType::BYTE);
+  add("<gone>", df::TokenType::UNUSED);
+
+  auto in = df::gguf::File::open(base);
+  df::gguf::Writer w;
+  for (const auto& [key, value] : in->metadata()) {
+    if (key.rfind("tokenizer.", 0) != 0) w.set(key, value);
+  }
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "qwen2");
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.set_i32_array("tokenizer.ggml.token_type", types);
+  w.set_string_array("tokenizer.ggml.merges", merges);
+  w.set_u32("tokenizer.ggml.eos_token_id", eos);
+  w.set_u32("tokenizer.ggml.bos_token_id", eos);
+  w.write(path);
+  return specials;
+}
+
+std::string llama_vocab(const std::string& name) {
+  return std::string(DF_LLAMA_SRC) + "/models/ggml-vocab-" + name + ".gguf";
+}
+
+void compare_with_llama(const std::string& vocab, const std::string& vocab_name, uint32_t seed,
+                        int n_strings, std::vector<std::string> specials = {}) {
+  Generator gen(seed, std::move(specials));
   std::vector<std::string> texts;
   for (int i = 0; i < n_strings; ++i) texts.push_back(gen.string());
-  // One long text as well: many words in a single call.
+  // One long text as well: many words in a single call. Joined by '\n' so that no 4-byte
+  // form above U+10FFFF can arise across a boundary.
   std::string joined;
-  for (const auto& t : texts) joined += t;
+  for (const auto& t : texts) joined += t + "\n";
   texts.push_back(joined);
 
   nlohmann::json in = nlohmann::json::array();
@@ -238,8 +316,43 @@ void compare_with_llama(const std::string& vocab_name, uint32_t seed, int n_stri
   }
 }
 
-TEST(TokenizerVsLlama, Qwen2RandomStrings) { compare_with_llama("qwen2", 1234, 3000); }
-TEST(TokenizerVsLlama, Qwen35RandomStrings) { compare_with_llama("qwen35", 5678, 3000); }
-TEST(TokenizerVsLlama, Gpt2RandomStrings) { compare_with_llama("gpt-2", 91011, 1000); }
+TEST(TokenizerVsLlama, Qwen2RandomStrings) {
+  const std::string v = llama_vocab("qwen2");
+  if (!std::filesystem::exists(v)) GTEST_SKIP() << v << " not found";
+  compare_with_llama(v, "qwen2", 1234, 3000);
+}
+TEST(TokenizerVsLlama, Qwen35RandomStrings) {
+  const std::string v = llama_vocab("qwen35");
+  if (!std::filesystem::exists(v)) GTEST_SKIP() << v << " not found";
+  compare_with_llama(v, "qwen35", 5678, 3000);
+}
+TEST(TokenizerVsLlama, Gpt2RandomStrings) {
+  const std::string v = llama_vocab("gpt-2");
+  if (!std::filesystem::exists(v)) GTEST_SKIP() << v << " not found";
+  compare_with_llama(v, "gpt-2", 91011, 1000);
+}
+
+// A small vocabulary trained by our own df_make_model (qwen2 pre-tokenizer, <think> as a
+// user-defined token, few merges so most words end in byte tokens).
+TEST(TokenizerVsLlama, MakeModelVocab) {
+  const std::string v = df::reftest::make_model(
+      "tok_vocab", "--layers 1 --dim 64 --ff 64 --heads 2 --kv-heads 1 --head-dim 32");
+  compare_with_llama(v, "make_model", 424242, 1500, {"<think>", "</think>", "[PAD960]"});
+}
+
+// A vocabulary built to hit llama.cpp's corner cases: missing byte tokens (dropped in the
+// fallback), merges through pieces that are not tokens, duplicate and malformed merges,
+// overlapping special tokens of equal length, a NORMAL "<|im_end|>" that llama.cpp turns
+// into CONTROL, UNKNOWN / UNUSED / UNDEFINED / BYTE token types.
+TEST(TokenizerVsLlama, CornerCaseVocab) {
+  const std::string base = llama_vocab("qwen2");
+  if (!std::filesystem::exists(base)) GTEST_SKIP() << base << " not found";
+  const std::string path = df::reftest::work_dir() + "/tok_corner.gguf";
+  std::vector<std::string> texts = write_corner_vocab(base, path);
+  for (const char* t : {"queue", " the", "thing", "abcdef", "Zebra", "hello", "\xC2\xA9", " quest"}) {
+    texts.push_back(t);
+  }
+  compare_with_llama(path, "corner", 777, 1500, texts);
+}
 
 }  // namespace

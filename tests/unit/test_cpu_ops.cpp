@@ -117,14 +117,11 @@ void attention_case(bool f16) {
   for (auto isa : isas()) {
     cpu::CpuBackend b({2, isa});
     const GgmlType ct = f16 ? GgmlType::F16 : GgmlType::F32;
-    auto kb = b.alloc(row_bytes(ct, n_kv * hd) * n_ctx), vb = b.alloc(row_bytes(ct, n_kv * hd) * n_ctx);
-    Tensor kc{kb->data(), ct, n_kv * hd, n_ctx, row_bytes(ct, n_kv * hd)};
-    Tensor vc{vb->data(), ct, n_kv * hd, n_ctx, row_bytes(ct, n_kv * hd)};
-    b.kv_store(kc, view(kr, n_kv * hd), 0);
-    b.kv_store(vc, view(vr, n_kv * hd), 0);
+    KvCache cache = b.alloc_kv_cache(n_ctx, n_kv * hd, ct);
+    b.kv_store(cache, view(kr, n_kv * hd), view(vr, n_kv * hd), 0);
     std::vector<float> out(q.size());
     AttentionParams p{n_head, n_kv, hd, scale};
-    b.attention(view(q, n_head * hd), kc, vc, pos0, p, view(out, n_head * hd));
+    b.attention(view(q, n_head * hd), cache, pos0, p, view(out, n_head * hd));
     EXPECT_LT(nerr(ref, out), f16 ? 1e-5 : 1e-11) << cpu::isa_name(isa);
   }
 }

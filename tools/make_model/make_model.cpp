@@ -5,6 +5,8 @@
 // healthy spread: every linear weight ~ N(0, 1/sqrt(fan_in)); norm weights ~ 1 + N(0, 0.1);
 // the token embedding (and the tied output) ~ N(0, logit_std / sqrt(dim)) so that
 // logits = rmsnorm(x) . embd have a standard deviation of about logit_std (4 by default).
+// With a tied output, output_norm's entries get random signs (else greedy decoding loops on
+// one token; see the comment at output_norm).
 // Every tensor has its own random stream seeded by (seed, tensor name), so the same seed gives
 // the same underlying floats for every --type: the f32/f16/bf16/q8_0 files are the same model
 // rounded differently.
@@ -24,6 +26,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bpe_train.h"
+#include "qwen35_model.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "quant/cpu/kernels.h"
@@ -44,9 +47,8 @@ struct Shape {
   int ctx = 4096;       // context_length
   float rope_base = 1000000.0f;
   float rms_eps = 1e-6f;
-  // output.weight absent: the logits use token_embd. The default model is untied because a
-  // tied random model feeds each token's embedding straight back into its own logit and
-  // greedy decoding then repeats one token, which makes generation tests weak.
+  // output.weight absent: the logits use token_embd (then output_norm gets random signs, see
+  // below). The default model is untied so that it exercises output.weight.
   bool tied = false;
 };
 
@@ -147,11 +149,15 @@ class ModelWriter {
     n_params_ += cols * rows;
   }
 
-  // A norm weight [n] ~ 1 + N(0, noise), always F32.
-  void norm(const std::string& name, int64_t n, float noise) {
+  // A norm weight [n] ~ 1 + N(0, noise), always F32; with random_signs each entry is negated
+  // with probability 1/2.
+  void norm(const std::string& name, int64_t n, float noise, bool random_signs = false) {
     Rng rng(name_seed(seed_, name));
     std::vector<float> v(static_cast<size_t>(n));
-    for (auto& x : v) x = 1.0f + noise * rng.normal();
+    for (auto& x : v) {
+      x = 1.0f + noise * rng.normal();
+      if (random_signs && (rng.next() & 1)) x = -x;
+    }
     w_.add_tensor(name, GgmlType::F32, {n}, v.data(), v.size() * sizeof(float));
     n_params_ += n;
   }
@@ -211,7 +217,7 @@ int write_tokenizer(gguf::Writer& w, const std::string& vocab_text, const std::s
 }
 
 struct Options {
-  std::string out, preset = "default", type = "f32", vocab_text, vocab_from, name;
+  std::string out, arch = "qwen3", preset = "default", type = "f32", vocab_text, vocab_from, name;
   uint64_t seed = 42;
   float logit_std = 4.0f;
   float norm_noise = 0.1f;
@@ -225,6 +231,9 @@ int run(int argc, char** argv) {
   float rope_base = 0;
   bool tied = false, untied = false;
   app.add_option("-o,--out", o.out, "output GGUF")->required();
+  app.add_option("--arch", o.arch, "qwen3 | qwen35")->check(CLI::IsMember({"qwen3", "qwen35"}));
+  Qwen35Flags q35;
+  add_qwen35_flags(app, q35);
   app.add_option("--preset", o.preset, "default | bench05b");
   app.add_option("--layers", layers);
   app.add_option("--dim", dim);
@@ -272,9 +281,20 @@ int run(int argc, char** argv) {
   const GgmlType type = parse_type(o.type);
 
   gguf::Writer w;
-  w.set_string("general.architecture", "qwen3");
+  w.set_string("general.architecture", o.arch);
   w.set_string("general.name", o.name.empty() ? "diskformer-random-" + o.preset : o.name);
   w.set_u32("general.file_type", file_type(type));
+  if (o.arch == "qwen35") {  // tools/make_model/qwen35_model.cpp
+    s.vocab = write_tokenizer(w, o.vocab_text, o.vocab_from, s.vocab);
+    const BaseShape base{s.layers, s.dim, s.ff, s.heads, s.kv_heads, s.head_dim, s.vocab, s.ctx,
+                         s.rope_base, s.rms_eps, s.tied};
+    const int64_t n_params = write_qwen35(w, base, q35, type, {o.seed, o.logit_std, o.norm_noise, o.resid_gain});
+    w.write(o.out);
+    std::fprintf(stderr, "df_make_model: wrote %s (qwen35, %s, %lld parameters, %d layers + %d MTP, dim %d, vocab %d)\n",
+                 o.out.c_str(), o.type.c_str(), static_cast<long long>(n_params), s.layers, q35.mtp_layers, s.dim,
+                 s.vocab);
+    return 0;
+  }
   w.set_u32("qwen3.block_count", static_cast<uint32_t>(s.layers));
   w.set_u32("qwen3.context_length", static_cast<uint32_t>(s.ctx));
   w.set_u32("qwen3.embedding_length", static_cast<uint32_t>(s.dim));
@@ -308,7 +328,11 @@ int run(int argc, char** argv) {
     m.matrix(p + "ffn_up.weight", n_embd, n_ff, lin(n_embd));          // [n_ff, n_embd]
     m.matrix(p + "ffn_down.weight", n_ff, n_embd, o.resid_gain * lin(n_ff));          // [n_embd, n_ff]
   }
-  m.norm("output_norm.weight", n_embd, o.norm_noise);                  // [n_embd]
+  // With a tied output the logit of token v is embd[v] . (g * x / rms(x)), and x still holds
+  // the current token's embedding, so with g ~ 1 every token votes for itself and greedy
+  // decoding repeats one token. Random signs in g make sum_i g_i * embd[t]_i^2 ~ 0 while
+  // keeping the spread of the logits.
+  m.norm("output_norm.weight", n_embd, o.norm_noise, s.tied);          // [n_embd]
   if (!s.tied) m.matrix("output.weight", n_embd, s.vocab, embd_sigma);  // [n_vocab, n_embd]
 
   w.write(o.out);

@@ -39,37 +39,6 @@ float* frow(const Tensor& t, int64_t r) {
   return reinterpret_cast<float*>(static_cast<uint8_t*>(t.data) + t.stride * static_cast<size_t>(r));
 }
 
-// Softmax numerators and their sum as llama.cpp's ggml_vec_soft_max_f32 computes them:
-// exp(x - max) with the ISA's vector exp, summed per vector of lanes (in the order of the
-// ISA's horizontal add) into a double. Positions past n are the masked ones (exp = 0).
-double softmax_exp(Isa isa, float* x, int64_t n, float mx) {
-  const int64_t lanes = ggml_lanes(isa);
-  if (lanes == 1) {
-    double sum = 0.0;
-    for (int64_t j = 0; j < n; ++j) sum += (x[j] = std::exp(x[j] - mx));
-    return sum;
-  }
-  double sum = 0.0;
-  float v[16];
-  for (int64_t c = 0; c < n; c += lanes) {
-    for (int64_t l = 0; l < lanes; ++l) {
-      v[l] = c + l < n ? exp_ggml(isa, x[c + l] - mx) : 0.0f;
-      if (c + l < n) x[c + l] = v[l];
-    }
-    float s[8];
-    if (lanes == 16) {  // _mm512_reduce_add_ps: halves, quarters, then pairs
-      for (int i = 0; i < 8; ++i) s[i] = v[i + 8] + v[i];
-    } else {
-      for (int i = 0; i < 8; ++i) s[i] = v[i];
-    }
-    float t[4];
-    for (int i = 0; i < 4; ++i) t[i] = s[i + 4] + s[i];
-    const float u0 = t[0] + t[2], u1 = t[1] + t[3];
-    sum += static_cast<double>(u0 + u1);
-  }
-  return sum;
-}
-
 int resolve_threads(int n) {
   if (n > 0) return n;
   const unsigned hw = std::thread::hardware_concurrency();
@@ -80,9 +49,10 @@ int resolve_threads(int n) {
 
 CpuBackend::CpuBackend(const CpuOptions& opt)
     : kernels_(kernels(opt.isa)),
-      attn_(attn_vec(opt.isa)),
+      ssm_(ssm_vec(opt.isa)),
       pool_(resolve_threads(opt.threads)),
-      thread_buf_(static_cast<size_t>(pool_.size())) {}
+      thread_buf_(static_cast<size_t>(pool_.size())),
+      thread_bytes_(static_cast<size_t>(pool_.size())) {}
 
 std::string CpuBackend::name() const {
   return "cpu (" + std::string(isa_name(kernels_.isa)) + ", " + std::to_string(pool_.size()) +
@@ -119,6 +89,12 @@ uint8_t* CpuBackend::act_scratch(size_t bytes) {
 float* CpuBackend::thread_scratch(int thread, size_t floats) {
   auto& b = thread_buf_[static_cast<size_t>(thread)];
   if (b.size() < floats) b.resize(floats);
+  return b.data();
+}
+
+uint8_t* CpuBackend::thread_bytes(int thread, size_t bytes) {
+  auto& b = thread_bytes_[static_cast<size_t>(thread)];
+  if (b.size() < bytes) b.resize(bytes);
   return b.data();
 }
 
@@ -216,65 +192,6 @@ void CpuBackend::rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, in
   } else {
     pool_.parallel_for(x.rows, one);
   }
-}
-
-void CpuBackend::kv_store(const Tensor& cache, const Tensor& rows, int64_t pos0) {
-  check(cache.cols == rows.cols && pos0 + rows.rows <= cache.rows, "kv_store shapes");
-  for (int64_t r = 0; r < rows.rows; ++r) {
-    const float* src = frow(rows, r);
-    uint8_t* dst = static_cast<uint8_t*>(cache.data) + cache.stride * static_cast<size_t>(pos0 + r);
-    if (cache.type == GgmlType::F16) {
-      auto* d = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < rows.cols; ++i) d[i] = fp32_to_fp16(src[i]);
-    } else {
-      std::memcpy(dst, src, static_cast<size_t>(rows.cols) * sizeof(float));
-    }
-  }
-}
-
-void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                           int64_t pos0, const AttentionParams& p, const Tensor& out) {
-  const int64_t hd = p.head_dim;
-  check(q.cols == p.n_head * hd && out.cols == q.cols && out.rows == q.rows, "attention q/out shapes");
-  check(k_cache.cols == p.n_head_kv * hd && v_cache.cols == k_cache.cols, "attention cache shapes");
-  check(p.n_head % p.n_head_kv == 0, "attention head counts");
-  check(pos0 + q.rows <= k_cache.rows, "attention past the cache");
-  const bool f16 = k_cache.type == GgmlType::F16;
-  const int64_t group = p.n_head / p.n_head_kv;
-  const int64_t n_tasks = q.rows * p.n_head;
-  auto one = [&](int64_t task, int thread) {
-    const int64_t r = task / p.n_head, h = task % p.n_head, hk = h / group;
-    const int64_t n_keys = pos0 + r + 1;  // causal: keys 0 .. pos0 + r
-    float* buf = thread_scratch(thread, static_cast<size_t>(hd + n_keys));
-    float* qv = buf;            // [hd] query, rounded like the cache
-    float* scores = buf + hd;   // [n_keys]
-    const float* qsrc = frow(q, r) + h * hd;
-    for (int64_t i = 0; i < hd; ++i) qv[i] = f16 ? fp16_to_fp32(fp32_to_fp16(qsrc[i])) : qsrc[i];
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      const uint8_t* krow = static_cast<const uint8_t*>(k_cache.data) + k_cache.stride * static_cast<size_t>(j);
-      const float d = f16 ? attn_.dot_f16(qv, reinterpret_cast<const uint16_t*>(krow) + hk * hd, hd)
-                          : attn_.dot_f32(qv, reinterpret_cast<const float*>(krow) + hk * hd, hd);
-      scores[j] = d * p.scale;
-      mx = std::max(mx, scores[j]);
-    }
-    const double sum = softmax_exp(kernels_.isa, scores, n_keys, mx);
-    float* o = frow(out, r) + h * hd;
-    std::fill(o, o + hd, 0.0f);
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < n_keys; ++j) {
-      const uint8_t* vrow = static_cast<const uint8_t*>(v_cache.data) + v_cache.stride * static_cast<size_t>(j);
-      // With an F16 cache llama.cpp (flash attention off) rounds the probabilities to F16
-      // before the product with V; do the same so results agree to rounding.
-      const float a = f16 ? fp16_to_fp32(fp32_to_fp16(scores[j] * inv)) : scores[j] * inv;
-      if (f16) {
-        attn_.scale_axpy_f16(o, 1.0f, reinterpret_cast<const uint16_t*>(vrow) + hk * hd, a, hd);
-      } else {
-        attn_.scale_axpy_f32(o, 1.0f, reinterpret_cast<const float*>(vrow) + hk * hd, a, hd);
-      }
-    }
-  };
-  pool_.parallel_for(n_tasks, one);
 }
 
 void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {

@@ -1,11 +1,11 @@
 // The CPU backend: host memory, a thread pool, and the ops of backend.h over the kernels of
-// quant/cpu (matrix products) and attention_vec (KV cache attention).
+// quant/cpu (matrix products); attention over the KV cache lives in attention.cpp.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/attention_vec.h"
+#include "backend/cpu/ssm_vec.h"
 #include "backend/cpu/thread_pool.h"
 #include "quant/cpu/kernels.h"
 
@@ -32,12 +32,21 @@ class CpuBackend final : public Backend {
   void matmul(const Tensor& W, const Tensor& x, const Tensor& y) override;
   void rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot, int64_t pos0,
                  float freq_base) override;
-  void kv_store(const Tensor& cache, const Tensor& rows, int64_t pos0) override;
-  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t pos0,
-                 const AttentionParams& p, const Tensor& out) override;
+  KvCache alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type) override;
+  void kv_store(KvCache& cache, const Tensor& k, const Tensor& v, int64_t pos0) override;
+  void attention(const Tensor& q, const KvCache& cache, int64_t pos0, const AttentionParams& p,
+                 const Tensor& out) override;
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& src, const Tensor& dst) override;
+  // Recurrent-layer ops (ssm_ops.cpp).
+  void unary(UnaryOp op, const Tensor& x, const Tensor& y) override;
+  void sigmoid_mul(const Tensor& gate, const Tensor& x, const Tensor& out) override;
+  void softplus_scale(const Tensor& x, const Tensor& bias, const Tensor& scale, const Tensor& out) override;
+  void l2_norm(const Tensor& x, int64_t group, float eps, const Tensor& y) override;
+  void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y) override;
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        const Tensor& state, float scale, const Tensor& out) override;
 
   int threads() const { return pool_.size(); }
   Isa isa() const { return kernels_.isa; }
@@ -45,14 +54,17 @@ class CpuBackend final : public Backend {
  private:
   // Scratch for one matmul's prepared activations, grown on demand, reused across calls.
   uint8_t* act_scratch(size_t bytes);
-  // Per-thread scratch of floats for attention scores and accumulators.
+  // Per-thread scratch of floats (rope tables, attention scores).
   float* thread_scratch(int thread, size_t floats);
+  // Per-thread scratch of bytes (activations rounded for attention products).
+  uint8_t* thread_bytes(int thread, size_t bytes);
 
   const Kernels& kernels_;
-  const AttnVec& attn_;
+  const SsmVec& ssm_;
   ThreadPool pool_;
   std::vector<uint8_t> act_buf_;
   std::vector<std::vector<float>> thread_buf_;
+  std::vector<std::vector<uint8_t>> thread_bytes_;
 };
 
 }  // namespace df::cpu

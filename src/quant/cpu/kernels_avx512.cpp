@@ -135,86 +135,6 @@ struct MkFloat {
 
 // ---------------- Q8_0 ----------------
 
-template <int RowsDecode>
-struct MkQ8_0 {
-  static constexpr int kRows = 4, kCols = 4, kRowsDecode = RowsDecode;
-  using Block = BlockQ8_0;
-
-  // Quants of blocks b (bytes 0-31) and b+1 (bytes 32-63); with Two == false only block b.
-  template <bool Two>
-  static __m512i quants(const Block* b) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
-    if constexpr (Two)
-      return _mm512_inserti64x4(_mm512_castsi256_si512(lo),
-                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
-    else
-      return _mm512_zextsi256_si512(lo);
-  }
-  // Scales as f32: d(b) in lanes 0-7, d(b+1) (or 0) in lanes 8-15.
-  template <bool Two>
-  static __m512 scales(const Block* b) {
-    const __m128i lo = _mm_set1_epi16(static_cast<short>(b[0].d));
-    const __m128i hi = Two ? _mm_set1_epi16(static_cast<short>(b[1].d)) : _mm_setzero_si128();
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-  }
-
-  template <int R, int C, bool Two>
-  static void step(const Block* const* w, const Block* const* a, int64_t b, __m512 (&acc)[R][C]) {
-    const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
-    __m512i wq[R];
-    __m512 wd[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      wq[r] = _mm512_xor_si512(quants<Two>(w[r] + b), offset);  // w + 128 as unsigned
-      wd[r] = scales<Two>(w[r] + b);
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const __m512i aq = quants<Two>(a[c] + b);
-      const __m512 ad = scales<Two>(a[c] + b);
-      // -128 * (sum of each lane's 4 activation bytes)
-      const __m512i ncorr =
-          _mm512_sub_epi32(_mm512_setzero_si512(),
-                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, aq));
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m512i isum = _mm512_dpbusd_epi32(ncorr, wq[r], aq);
-        acc[r][c] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd[r], ad), acc[r][c]);
-      }
-    }
-  }
-
-  template <int R, int C>
-  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
-    const Block* w[R];
-    const Block* a[C];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp[r]);
-    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const Block*>(ap[c]);
-    constexpr int U = kUnroll<R, C> > 2 ? 2 : kUnroll<R, C>;
-    __m512 acc[U][R][C];
-#pragma GCC unroll 8
-    for (int u = 0; u < U; ++u)
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm512_setzero_ps();
-    const int64_t nb = n / kQK8_0;
-    int64_t b = 0;
-    for (; b + 2 * U <= nb; b += 2 * U)
-#pragma GCC unroll 2
-      for (int u = 0; u < U; ++u) step<R, C, true>(w, a, b + 2 * u, acc[u]);
-    for (; b + 2 <= nb; b += 2) step<R, C, true>(w, a, b, acc[0]);
-    if (b < nb) step<R, C, false>(w, a, b, acc[0]);
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) {
-        __m512 s = acc[0][r][c];
-        for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, acc[u][r][c]);
-        out[r * C + c] = _mm512_reduce_add_ps(s);
-      }
-  }
-};
-
 // ---------------- activation quantisers (bit exact with the formats' quantize_act) ----------------
 
 void quantize_act_f16(const float* x, uint16_t* y, int64_t n) {
@@ -254,27 +174,10 @@ void quantize_act_bf16(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-// ggml-cpu quantize_row_q8_0 (x86): d = amax/127, id = 127/amax, nearest-even rounding.
-void quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, x += kQK8_0) {
-    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-    const __m512 vid = _mm512_set1_ps(id);
-    // cvtps2dq rounds to nearest even under the default MXCSR; values lie in [-127, 127].
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16), _mm512_cvtsepi32_epi8(q1));
-  }
-}
-
 // ---------------- per-format registry ----------------
 
 // Simd<F>: this ISA's kernels for weight format F; formats without a specialisation use
-// the scalar kernels. Tiles: 4 weight rows x 4 activation rows for prefill; decode
+// the AVX2 kernels. Tiles: 4 weight rows x 4 activation rows for prefill; decode
 // (n_act == 1) walks one weight row at a time: on Zen 4 one sequential stream per row with
 // 2-4 accumulator chains measured as fast as llama.cpp's own kernels (hot and cold), while
 // 2-4 interleaved row streams were up to 2x slower (bench/bench_matvec.cpp).
@@ -301,13 +204,10 @@ struct Simd<FormatBF16> {
     quantize_act_bf16(x, static_cast<uint16_t*>(y), n);
   }
 };
-template <>
-struct Simd<FormatQ8_0> {
-  using Mk = MkQ8_0<1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    quantize_act_q8_0(x, static_cast<BlockQ8_0*>(y), n / kQK8_0);
-  }
-};
+// Q8_0 has no AVX-512 specialisation on purpose: llama.cpp's AVX-512 (zen4) build runs
+// the AVX2 Q8_0 dot product, and using our AVX2 kernel keeps the f32 accumulation order,
+// and so the results, identical to it (measured: logits bit-equal on Q8_0 models, while
+// the VNNI kernel differed in the last bits and flipped later roundings).
 
 // Format families with their own translation units (family_kernels.h).
 template <class F>
@@ -328,7 +228,7 @@ void quantize_act(GgmlType w, const float* x, void* out, int64_t n) {
     if constexpr (HasSimd<F> || HasFamily<F>)
       Simd<F>::quantize_act(x, out, n);
     else
-      kKernelsScalar.quantize_act(w, x, out, n);
+      kKernelsAvx2.quantize_act(w, x, out, n);
   });
 }
 
@@ -344,7 +244,7 @@ float vec_dot(GgmlType w, int64_t n, const void* w_row, const void* act_row) {
     } else if constexpr (HasFamily<F>) {
       return Simd<F>::vec_dot(n, w_row, act_row);
     } else {
-      return kKernelsScalar.vec_dot(w, n, w_row, act_row);
+      return kKernelsAvx2.vec_dot(w, n, w_row, act_row);
     }
   });
 }
@@ -358,7 +258,7 @@ void gemm(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, 
     else if constexpr (HasFamily<F>)
       Simd<F>::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else
-      kKernelsScalar.gemm(w, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+      kKernelsAvx2.gemm(w, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
   });
 }
 

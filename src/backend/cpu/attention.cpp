@@ -1,0 +1,156 @@
+// Attention over the KV cache on the CPU, computed as llama.cpp's non-flash path computes it
+// so that results agree to the last bit that summation order allows:
+//   scores = K q          (q rounded to the cache type; the matrix kernels' dot products)
+//   p      = softmax(scale * scores, causal mask)   (ggml's vector exp and reduction order)
+//   out    = V^T p        (p rounded to the cache type; a dot over positions, V transposed)
+// The dot over positions runs over llama.cpp's padded length (a multiple of 256 past the
+// last used position) with zero probabilities beyond the causal limit, which leaves the sums
+// unchanged but keeps the kernels' blocking identical.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/exp_math.h"
+#include "common/error.h"
+
+namespace df::cpu {
+namespace {
+
+constexpr int64_t kPad = 256;  // llama.cpp's KV padding
+
+int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+void check(bool ok, const char* what) {
+  if (!ok) throw Error(std::string("cpu attention: ") + what);
+}
+
+// Softmax numerators and their sum as ggml_vec_soft_max_f32 computes them: exp(x - max) with
+// the ISA's vector exp, summed per vector of lanes (in the order of the ISA's horizontal
+// add) into a double. Positions past n are masked (exp = 0).
+double softmax_exp(Isa isa, float* x, int64_t n, float mx) {
+  const int64_t lanes = ggml_lanes(isa);
+  double sum = 0.0;
+  if (lanes == 1) {
+    for (int64_t j = 0; j < n; ++j) sum += (x[j] = std::exp(x[j] - mx));
+    return sum;
+  }
+  float v[16];
+  for (int64_t c = 0; c < n; c += lanes) {
+    for (int64_t l = 0; l < lanes; ++l) {
+      v[l] = c + l < n ? exp_ggml(isa, x[c + l] - mx) : 0.0f;
+      if (c + l < n) x[c + l] = v[l];
+    }
+    float s[8];
+    for (int i = 0; i < 8; ++i) s[i] = lanes == 16 ? v[i + 8] + v[i] : v[i];  // 512 -> 256 bits
+    float t[4];
+    for (int i = 0; i < 4; ++i) t[i] = s[i + 4] + s[i];  // 256 -> 128 bits
+    sum += static_cast<double>((t[0] + t[2]) + (t[1] + t[3]));
+  }
+  return sum;
+}
+
+}  // namespace
+
+KvCache CpuBackend::alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type) {
+  check(type == GgmlType::F16 || type == GgmlType::F32, "KV cache type must be F16 or F32");
+  check(n_ctx > 0 && kv_dim > 0, "KV cache shape");
+  KvCache c;
+  c.n_ctx = n_ctx;
+  c.kv_dim = kv_dim;
+  c.type = type;
+  const int64_t cap = pad_up(n_ctx, kPad);
+  auto make = [&](int64_t cols, int64_t rows) {
+    Tensor t;
+    t.type = type;
+    t.cols = cols;
+    t.rows = rows;
+    t.stride = row_bytes(type, cols);
+    auto buf = alloc(t.nbytes());  // zeroed: padded positions hold finite values
+    t.data = buf->data();
+    c.buffers.push_back(std::move(buf));
+    return t;
+  };
+  c.k = make(kv_dim, cap);  // [cap, kv_dim]: one row per position
+  c.v = make(cap, kv_dim);  // [kv_dim, cap]: transposed
+  return c;
+}
+
+void CpuBackend::kv_store(KvCache& c, const Tensor& k, const Tensor& v, int64_t pos0) {
+  check(k.cols == c.kv_dim && v.cols == c.kv_dim && k.rows == v.rows, "kv_store shapes");
+  check(pos0 >= 0 && pos0 + k.rows <= c.n_ctx, "kv_store past the cache");
+  const bool f16 = c.type == GgmlType::F16;
+  for (int64_t r = 0; r < k.rows; ++r) {
+    const auto* kr = reinterpret_cast<const float*>(static_cast<const uint8_t*>(k.data) + k.stride * r);
+    uint8_t* dst = static_cast<uint8_t*>(c.k.data) + c.k.stride * static_cast<size_t>(pos0 + r);
+    if (f16) {
+      auto* d = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < c.kv_dim; ++i) d[i] = fp32_to_fp16(kr[i]);
+    } else {
+      std::memcpy(dst, kr, static_cast<size_t>(c.kv_dim) * sizeof(float));
+    }
+  }
+  for (int64_t r = 0; r < v.rows; ++r) {
+    const auto* vr = reinterpret_cast<const float*>(static_cast<const uint8_t*>(v.data) + v.stride * r);
+    for (int64_t i = 0; i < c.kv_dim; ++i) {
+      uint8_t* row = static_cast<uint8_t*>(c.v.data) + c.v.stride * static_cast<size_t>(i);
+      if (f16) {
+        reinterpret_cast<uint16_t*>(row)[pos0 + r] = fp32_to_fp16(vr[i]);
+      } else {
+        reinterpret_cast<float*>(row)[pos0 + r] = vr[i];
+      }
+    }
+  }
+}
+
+void CpuBackend::attention(const Tensor& q, const KvCache& c, int64_t pos0, const AttentionParams& p,
+                           const Tensor& out) {
+  const int64_t hd = p.head_dim, n = q.rows;
+  check(q.cols == p.n_head * hd && out.cols == q.cols && out.rows == n, "q/out shapes");
+  check(c.kv_dim == p.n_head_kv * hd && p.n_head % p.n_head_kv == 0, "head counts");
+  check(pos0 + n <= c.n_ctx, "attention past the cache");
+  const int64_t n_keys = pos0 + n;                                      // keys of the last row
+  const int64_t len = std::min(c.v.cols, std::max(kPad, pad_up(n_keys, kPad)));  // llama's n_kv
+  const int64_t group = p.n_head / p.n_head_kv;
+  const GgmlType t = c.type;
+  const size_t q_stride = act_row_bytes(t, hd), p_stride = act_row_bytes(t, len);
+  const size_t elem = t == GgmlType::F16 ? 2 : 4;
+  const Isa isa = kernels_.isa;
+  // One task per (head, block of query rows).
+  const int64_t block = 32;
+  const int64_t n_blocks = (n + block - 1) / block;
+  pool_.parallel_for(p.n_head * n_blocks, [&](int64_t task, int thread) {
+    const int64_t h = task / n_blocks, r0 = task % n_blocks * block;
+    const int64_t nr = std::min(block, n - r0), hk = h / group;
+    const int64_t keys = pos0 + r0 + nr;  // keys any row of this block sees
+    float* scores = thread_scratch(thread, static_cast<size_t>(nr * len));  // [nr, len]
+    uint8_t* act = thread_bytes(thread, static_cast<size_t>(nr) * std::max(q_stride, p_stride));
+    // 1. scores = K q, for this head's rows
+    for (int64_t r = 0; r < nr; ++r) {
+      const auto* qr = reinterpret_cast<const float*>(static_cast<const uint8_t*>(q.data) + q.stride * (r0 + r)) + h * hd;
+      kernels_.quantize_act(t, qr, act + q_stride * r, hd);
+    }
+    const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + static_cast<size_t>(hk * hd) * elem;
+    kernels_.gemm(t, hd, kbase, c.k.stride, 0, keys, act, q_stride, nr, scores, len);
+    // 2. probabilities, rounded to the cache type for the product with V
+    for (int64_t r = 0; r < nr; ++r) {
+      float* s = scores + r * len;
+      const int64_t valid = pos0 + r0 + r + 1;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, s[j] *= p.scale);
+      const double sum = softmax_exp(isa, s, valid, mx);
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j < valid; ++j) s[j] *= inv;
+      std::fill(s + valid, s + len, 0.0f);
+      kernels_.quantize_act(t, s, act + p_stride * r, len);
+    }
+    // 3. out = V^T p, rows hk*hd .. of the transposed V cache
+    const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + c.v.stride * static_cast<size_t>(hk * hd);
+    float* o = reinterpret_cast<float*>(static_cast<uint8_t*>(out.data) + out.stride * r0) + h * hd;
+    kernels_.gemm(t, len, vbase, c.v.stride, 0, hd, act, p_stride, nr, o,
+                  static_cast<int64_t>(out.stride / sizeof(float)));
+  });
+}
+
+}  // namespace df::cpu

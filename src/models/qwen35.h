@@ -1,0 +1,8 @@
+#pragma once
+#include <memory>
+
+#include "models/model.h"
+
+namespace df {
+std::unique_ptr<Model> make_qwen35(const gguf::File& f, Backend& b);
+}

@@ -1,0 +1,237 @@
+// df_make_model --arch qwen35: a random-weight Qwen3.5 hybrid model with the tensor names, shapes
+// and keys of llama.cpp's qwen35 loader (src/models/qwen35.cpp, src/llama-arch.cpp) and the value
+// conventions of its converter (conversion/qwen.py): ssm_a holds -exp(A_log), ssm_dt.bias the
+// softplus-inverse of a time step, norms hold their final scale, value heads are in tiled order.
+//
+// Random values follow make_model.cpp's scheme (same generator, one stream per tensor name keyed
+// by the seed, so every --type / --mix of a seed is the same model rounded differently):
+// linear weights ~ N(0, 1/sqrt(fan_in)), norms ~ 1 + N(0, noise), embeddings scaled for a
+// logit spread of logit_std. Small parameters (conv1d, ssm_a, ssm_dt, norms) are always F32.
+#include "qwen35_model.h"
+
+#include <cmath>
+#include <numbers>
+#include <sstream>
+#include <vector>
+
+#include "common/error.h"
+#include "quant/cpu/kernels.h"
+
+namespace df::make_model {
+namespace {
+
+// splitmix64 + Box-Muller, the generator of make_model.cpp (portable, bit-for-bit).
+struct Rng {
+  uint64_t state;
+  explicit Rng(uint64_t seed) : state(seed) {}
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
+  float normal() {
+    const double u1 = uniform(), u2 = uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  }
+};
+
+uint64_t name_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the name, keyed by the seed
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+GgmlType type_by_name(const std::string& name) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto ti = type_info(id);
+    if (ti && ti->name == name) {
+      if (!ti->supported) throw Error("--mix: type '" + name + "' is not supported by this build");
+      return static_cast<GgmlType>(id);
+    }
+  }
+  throw Error("--mix: unknown type '" + name + "'");
+}
+
+// "substring=type,..." -> rules; the first rule whose substring occurs in a tensor name wins.
+std::vector<std::pair<std::string, GgmlType>> parse_mix(const std::string& spec) {
+  std::vector<std::pair<std::string, GgmlType>> rules;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("--mix: expected 'substring=type', got '" + item + "'");
+    rules.emplace_back(item.substr(0, eq), type_by_name(item.substr(eq + 1)));
+  }
+  return rules;
+}
+
+class Writer35 {
+ public:
+  Writer35(gguf::Writer& w, uint64_t seed, GgmlType type, std::vector<std::pair<std::string, GgmlType>> mix)
+      : w_(w), seed_(seed), type_(type), mix_(std::move(mix)) {}
+
+  // [rows, cols] weight (ne = {cols, rows}) ~ N(0, sigma) in the file's type for `name`.
+  void matrix(const std::string& name, int64_t cols, int64_t rows, float sigma) {
+    const GgmlType t = type_for(name);
+    if (cols % type_info(t).block_elems != 0)
+      throw Error("tensor " + name + ": row length " + std::to_string(cols) + " is not a multiple of the " +
+                  std::string(type_name(t)) + " block");
+    Rng rng(name_seed(seed_, name));
+    const size_t rb = row_bytes(t, cols);
+    std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& x : row) x = sigma * rng.normal();
+      cpu::quantize_row_ref(t, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
+    }
+    w_.add_tensor(name, t, {cols, rows}, data.data(), data.size());
+    n_params_ += cols * rows;
+  }
+
+  // An F32 tensor with values f(rng) (ne as given).
+  template <typename F>
+  void f32(const std::string& name, const std::vector<int64_t>& ne, F&& f) {
+    Rng rng(name_seed(seed_, name));
+    int64_t n = 1;
+    for (auto d : ne) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = f(rng);
+    w_.add_tensor(name, GgmlType::F32, ne, v.data(), v.size() * sizeof(float));
+    n_params_ += n;
+  }
+
+  void norm(const std::string& name, int64_t n, float noise) {
+    f32(name, {n}, [&](Rng& r) { return 1.0f + noise * r.normal(); });
+  }
+
+  int64_t n_params() const { return n_params_; }
+
+ private:
+  GgmlType type_for(const std::string& name) const {
+    for (const auto& [sub, t] : mix_)
+      if (name.find(sub) != std::string::npos) return t;
+    return type_;
+  }
+  gguf::Writer& w_;
+  uint64_t seed_;
+  GgmlType type_;
+  std::vector<std::pair<std::string, GgmlType>> mix_;
+  int64_t n_params_ = 0;
+};
+
+int or_default(int v, int d) { return v > 0 ? v : d; }
+
+}  // namespace
+
+void add_qwen35_flags(CLI::App& app, Qwen35Flags& f) {
+  app.add_option("--rot-dims", f.rot_dims, "qwen35: rotary dims per head (default head-dim / 4)");
+  app.add_option("--ssm-state", f.ssm_state, "qwen35: delta-rule head size, ssm.state_size (default 64)");
+  app.add_option("--ssm-k-heads", f.ssm_k_heads, "qwen35: key heads, ssm.group_count (default 2)");
+  app.add_option("--ssm-v-heads", f.ssm_v_heads, "qwen35: value heads, ssm.time_step_rank (default 4)");
+  app.add_option("--conv-kernel", f.conv_kernel, "qwen35: ssm.conv_kernel (default 4)");
+  app.add_option("--full-attn-interval", f.full_attn_interval, "qwen35: every N-th layer is full attention (default 4)");
+  app.add_option("--mtp-layers", f.mtp_layers, "qwen35: MTP (nextn) layers after the trunk");
+  app.add_option("--mix", f.mix, "qwen35: per-tensor types 'substring=type,...' over --type (first match wins)");
+}
+
+int64_t write_qwen35(gguf::Writer& w, const BaseShape& s, const Qwen35Flags& f, GgmlType type,
+                     const Qwen35Scales& sc) {
+  const int64_t n_embd = s.dim, n_ff = s.ff, hd = s.head_dim;
+  const int64_t q_dim = int64_t{s.heads} * hd, kv_dim = int64_t{s.kv_heads} * hd;
+  const int64_t rot = or_default(f.rot_dims, s.head_dim / 4);
+  const int64_t S = or_default(f.ssm_state, 64), Hk = or_default(f.ssm_k_heads, 2), Hv = or_default(f.ssm_v_heads, 4);
+  const int64_t K = or_default(f.conv_kernel, 4), interval = or_default(f.full_attn_interval, 4);
+  const int64_t n_mtp = f.mtp_layers;
+  if (rot <= 0 || rot % 2 != 0 || rot > hd) throw Error("--rot-dims must be even and at most --head-dim");
+  if (Hv % Hk != 0) throw Error("--ssm-v-heads must be a multiple of --ssm-k-heads");
+  if (n_mtp < 0) throw Error("--mtp-layers must not be negative");
+  const int64_t vd = Hv * S, conv_dim = 2 * Hk * S + vd;
+
+  const std::string a = "qwen35.";
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  w.set_u32(a + "block_count", u32(s.layers + n_mtp));
+  if (n_mtp > 0) w.set_u32(a + "nextn_predict_layers", u32(n_mtp));
+  w.set_u32(a + "context_length", u32(s.ctx));
+  w.set_u32(a + "embedding_length", u32(n_embd));
+  w.set_u32(a + "feed_forward_length", u32(n_ff));
+  w.set_u32(a + "attention.head_count", u32(s.heads));
+  w.set_u32(a + "attention.head_count_kv", u32(s.kv_heads));
+  w.set_u32(a + "attention.key_length", u32(hd));
+  w.set_u32(a + "attention.value_length", u32(hd));
+  w.set_u32(a + "rope.dimension_count", u32(rot));
+  // Interleaved M-RoPE sections covering the rot/2 pairs (text: plain NeoX RoPE), as the
+  // converter writes [11, 11, 10, 0] for 32 pairs.
+  const int32_t pairs = static_cast<int32_t>(rot / 2);
+  w.set_i32_array(a + "rope.dimension_sections", {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0});
+  w.set_f32(a + "rope.freq_base", s.rope_base);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.set_u32(a + "full_attention_interval", u32(interval));
+  w.set_u32(a + "ssm.conv_kernel", u32(K));
+  w.set_u32(a + "ssm.state_size", u32(S));
+  w.set_u32(a + "ssm.group_count", u32(Hk));
+  w.set_u32(a + "ssm.time_step_rank", u32(Hv));
+  w.set_u32(a + "ssm.inner_size", u32(vd));
+
+  Writer35 m(w, sc.seed, type, parse_mix(f.mix));
+  const float embd_sigma = sc.logit_std / std::sqrt(static_cast<float>(n_embd));
+  auto lin = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
+  const float noise = sc.norm_noise, gain = sc.resid_gain;
+  // Shapes in comments are [rows, cols] = [out, in]; GGUF stores ne = {in, out}.
+  m.matrix("token_embd.weight", n_embd, s.vocab, embd_sigma);             // [n_vocab, n_embd]
+  auto attention = [&](const std::string& p) {
+    m.matrix(p + "attn_q.weight", n_embd, 2 * q_dim, lin(n_embd));        // [heads * 2 * hd]: query | gate per head
+    m.matrix(p + "attn_k.weight", n_embd, kv_dim, lin(n_embd));           // [kv_heads * hd, n_embd]
+    m.matrix(p + "attn_v.weight", n_embd, kv_dim, lin(n_embd));           // [kv_heads * hd, n_embd]
+    m.norm(p + "attn_q_norm.weight", hd, noise);                          // [hd]
+    m.norm(p + "attn_k_norm.weight", hd, noise);                          // [hd]
+    m.matrix(p + "attn_output.weight", q_dim, n_embd, gain * lin(q_dim)); // [n_embd, heads * hd]
+  };
+  auto mlp = [&](const std::string& p) {
+    m.norm(p + "post_attention_norm.weight", n_embd, noise);              // [n_embd]
+    m.matrix(p + "ffn_gate.weight", n_embd, n_ff, lin(n_embd));           // [n_ff, n_embd]
+    m.matrix(p + "ffn_up.weight", n_embd, n_ff, lin(n_embd));             // [n_ff, n_embd]
+    m.matrix(p + "ffn_down.weight", n_ff, n_embd, gain * lin(n_ff));      // [n_embd, n_ff]
+  };
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    m.norm(p + "attn_norm.weight", n_embd, noise);                        // [n_embd]
+    if ((l + 1) % interval == 0) {
+      attention(p);
+    } else {
+      m.matrix(p + "attn_qkv.weight", n_embd, conv_dim, lin(n_embd));     // [2*Hk*S + Hv*S, n_embd]
+      m.matrix(p + "attn_gate.weight", n_embd, vd, lin(n_embd));          // [Hv*S, n_embd]
+      m.f32(p + "ssm_conv1d.weight", {K, conv_dim},                       // [conv_dim, K]
+            [&](Rng& r) { return r.normal() / std::sqrt(static_cast<float>(K)); });
+      m.f32(p + "ssm_dt.bias", {Hv}, [](Rng& r) {                         // [Hv] softplus^-1(dt)
+        const double dt = std::exp(std::log(1e-3) + r.uniform() * (std::log(1e-1) - std::log(1e-3)));
+        return static_cast<float>(std::log(std::expm1(dt)));
+      });
+      m.f32(p + "ssm_a", {Hv}, [](Rng& r) {                               // [Hv] -exp(A_log), A in [1, 16]
+        return static_cast<float>(-(1.0 + 15.0 * r.uniform()));
+      });
+      m.matrix(p + "ssm_beta.weight", n_embd, Hv, lin(n_embd));           // [Hv, n_embd]
+      m.matrix(p + "ssm_alpha.weight", n_embd, Hv, lin(n_embd));          // [Hv, n_embd]
+      m.norm(p + "ssm_norm.weight", S, noise);                            // [S]
+      m.matrix(p + "ssm_out.weight", vd, n_embd, gain * lin(vd));         // [n_embd, Hv*S]
+    }
+    mlp(p);
+  }
+  for (int64_t l = s.layers; l < s.layers + n_mtp; ++l) {  // MTP blocks (llama.cpp load_block_mtp)
+    const std::string p = "blk." + std::to_string(l) + ".";
+    m.norm(p + "attn_norm.weight", n_embd, noise);
+    attention(p);
+    mlp(p);
+    m.matrix(p + "nextn.eh_proj.weight", 2 * n_embd, n_embd, lin(2 * n_embd));  // [n_embd, 2 * n_embd]
+    m.norm(p + "nextn.enorm.weight", n_embd, noise);
+    m.norm(p + "nextn.hnorm.weight", n_embd, noise);
+    m.norm(p + "nextn.shared_head_norm.weight", n_embd, noise);
+  }
+  m.norm("output_norm.weight", n_embd, noise);                            // [n_embd]
+  if (!s.tied) m.matrix("output.weight", n_embd, s.vocab, embd_sigma);    // [n_vocab, n_embd]
+  return m.n_params();
+}
+
+}  // namespace df::make_model
