@@ -1,5 +1,6 @@
 // Matrix-vector (decode) and matrix-matrix (prefill) products of the CPU kernels, per weight
-// type and ISA, single-threaded. Counters:
+// type and ISA; decode with 1 and 2 threads (rows split in two halves, the backend's thread
+// pool). Counters:
 //   weight_GBps  bytes of weights read per second (decode is memory bound: compare with the
 //                machine's bandwidth, DESIGN.md principle 8)
 //   GMACps       multiply-adds per second (prefill is compute bound)
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/thread_pool.h"
 #include "quant/cpu/kernels.h"
 #include "quant/types.h"
 #ifdef DF_BENCH_GGML
@@ -52,8 +54,17 @@ Matrices make_weights(GgmlType t, int64_t rows, int64_t k, size_t min_total_byte
 using GgmlDot = void (*)(int n, float* s, size_t bs, const void* x, size_t bx, const void* y,
                          size_t by, int nrc);
 
+// All weight types the kernels support.
+const std::vector<GgmlType>& bench_types() {
+  static const std::vector<GgmlType> types = {
+      GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+      GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
+      GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::NVFP4};
+  return types;
+}
+
 void bm_matvec_impl(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool cold,
-                    GgmlDot ggml_dot) {
+                    GgmlDot ggml_dot, int threads) {
   if (static_cast<int>(isa) > static_cast<int>(df::cpu::best_isa())) {
     state.SkipWithError("ISA not available on this CPU");
     return;
@@ -70,16 +81,26 @@ void bm_matvec_impl(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act,
   for (int64_t r = 0; r < n_act; ++r)
     kr.quantize_act(t, x.data() + r * k, act.data() + r * act_bytes, k);
   std::vector<float> y(rows * n_act);
+  df::cpu::ThreadPool pool(threads);
   size_t c = 0;
-  for (auto _ : state) {
+  // rows [i0, i1) of the product on one thread
+  auto part = [&](int64_t i0, int64_t i1) {
     if (ggml_dot) {
-      for (int64_t i = 0; i < rows; ++i)
+      for (int64_t i = i0; i < i1; ++i)
         ggml_dot(static_cast<int>(k), &y[i], 0, W.copies[c].data() + i * W.row_bytes, 0,
                  act.data(), 0, 1);
     } else {
-      kr.gemm(t, k, W.copies[c].data(), W.row_bytes, 0, rows, act.data(), act_bytes, n_act,
+      kr.gemm(t, k, W.copies[c].data(), W.row_bytes, i0, i1, act.data(), act_bytes, n_act,
               y.data(), rows);
     }
+  };
+  for (auto _ : state) {
+    if (threads == 1)
+      part(0, rows);
+    else
+      pool.parallel_for(threads, [&](int64_t task, int) {
+        part(rows * task / threads, rows * (task + 1) / threads);
+      });
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
     c = (c + 1) % W.copies.size();
@@ -91,8 +112,8 @@ void bm_matvec_impl(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act,
       double(rows) * k * n_act * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void bm_gemm(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool cold) {
-  bm_matvec_impl(state, t, isa, n_act, cold, nullptr);
+void bm_gemm(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool cold, int threads) {
+  bm_matvec_impl(state, t, isa, n_act, cold, nullptr, threads);
 }
 
 // Activation quantisation of one 4096-row (included in every decode step).
@@ -114,20 +135,25 @@ void bm_quantize_act(benchmark::State& state, GgmlType t, Isa isa) {
 }
 
 int register_all() {
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
+  for (GgmlType t : bench_types())
     for (Isa isa : {Isa::SCALAR, Isa::AVX2, Isa::AVX512}) {
       const std::string name =
           std::string(df::type_name(t)) + "/" + std::string(df::cpu::isa_name(isa));
       const bool slow = isa == Isa::SCALAR;
-      for (bool cold : {false, true}) {
-        if (slow && cold) continue;
-        benchmark::RegisterBenchmark(("matvec/" + name + (cold ? "/cold" : "/hot")).c_str(),
-                                     bm_gemm, t, isa, int64_t{1}, cold)
-            ->Unit(benchmark::kMicrosecond);
-      }
+      for (bool cold : {false, true})
+        for (int threads : {1, 2}) {
+          if (slow && (cold || threads > 1)) continue;
+          benchmark::RegisterBenchmark(("matvec/" + name + (cold ? "/cold" : "/hot") + "/t" +
+                                        std::to_string(threads))
+                                           .c_str(),
+                                       bm_gemm, t, isa, int64_t{1}, cold, threads)
+              ->Unit(benchmark::kMicrosecond)
+              ->MeasureProcessCPUTime()
+              ->UseRealTime();
+        }
       if (!slow)
         benchmark::RegisterBenchmark(("gemm_n64/" + name).c_str(), bm_gemm, t, isa, int64_t{64},
-                                     false)
+                                     false, 1)
             ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("quantize_act/" + name).c_str(), bm_quantize_act, t, isa)
           ->Unit(benchmark::kMicrosecond);
@@ -135,17 +161,20 @@ int register_all() {
 #ifdef DF_BENCH_GGML
   static const df::test::GgmlLibs libs;  // kept loaded for the whole run
   if (libs.error().empty() && libs.cpu_traits(GGML_TYPE_F32))
-    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
-      for (bool cold : {false, true}) {
-        // ggml's activation format equals ours (quantize_act is bit exact with from_float)
-        const GgmlDot dot = libs.cpu_traits(static_cast<ggml_type>(t))->vec_dot;
-        benchmark::RegisterBenchmark(
-            ("matvec_ggml/" + std::string(df::type_name(t)) + "/" + libs.cpu_variant() +
-             (cold ? "/cold" : "/hot"))
-                .c_str(),
-            bm_matvec_impl, t, Isa::SCALAR, int64_t{1}, cold, dot)
-            ->Unit(benchmark::kMicrosecond);
-      }
+    for (GgmlType t : bench_types())
+      for (bool cold : {false, true})
+        for (int threads : {1, 2}) {
+          // ggml's activation format equals ours (quantize_act is bit exact with from_float)
+          const GgmlDot dot = libs.cpu_traits(static_cast<ggml_type>(t))->vec_dot;
+          benchmark::RegisterBenchmark(
+              ("matvec_ggml/" + std::string(df::type_name(t)) + "/" + libs.cpu_variant() +
+               (cold ? "/cold" : "/hot") + "/t" + std::to_string(threads))
+                  .c_str(),
+              bm_matvec_impl, t, Isa::SCALAR, int64_t{1}, cold, dot, threads)
+              ->Unit(benchmark::kMicrosecond)
+              ->MeasureProcessCPUTime()
+              ->UseRealTime();
+        }
 #endif
   return 0;
 }

@@ -37,10 +37,11 @@ concept ActFormat = Format<F> && requires(const float* cx, typename F::Block* b,
 };
 
 // A weight format: names its activation format and has a scalar reference dot product
-//   dot_ref(w[nb blocks], a[nb blocks of Act]) -> float.
+//   dot_ref(w[nb blocks], a[nb * block_elems / Act::block_elems blocks of Act]) -> float.
+// A weight block spans one or more whole activation blocks (NVFP4: 64 = 2 x Q8_0).
 template <class F>
 concept WeightFormat = Format<F> && ActFormat<typename F::Act> &&
-    F::block_elems == F::Act::block_elems &&
+    F::block_elems % F::Act::block_elems == 0 &&
     requires(const typename F::Block* w, const typename F::Act::Block* a, int64_t nb) {
       { F::dot_ref(w, a, nb) } -> std::same_as<float>;
     };

@@ -3,12 +3,19 @@
 #pragma once
 #include "quant/format.h"
 #include "quant/formats_float.h"
+#include "quant/formats_fp4.h"
+#include "quant/formats_kquant.h"
+#include "quant/formats_legacy.h"
 #include "quant/formats_q8.h"
 
 namespace df::quant {
 
-using WeightFormats = TypeList<FormatF32, FormatF16, FormatBF16, FormatQ8_0>;
+using WeightFormats = TypeList<FormatF32, FormatF16, FormatBF16, FormatQ8_0,
+                               FormatQ4_0, FormatQ4_1, FormatQ5_0, FormatQ5_1,
+                               FormatQ2_K, FormatQ3_K, FormatQ4_K, FormatQ5_K, FormatQ6_K,
+                               FormatMxfp4, FormatNvfp4>;
 // Formats activations are rounded to (the vec_dot_type of some weight format).
-using ActFormats = TypeList<FormatF32, FormatF16, FormatBF16, FormatQ8_0>;
+using ActFormats = TypeList<FormatF32, FormatF16, FormatBF16, FormatQ8_0,
+                            FormatQ8_1, FormatQ8_K>;
 
 }  // namespace df::quant

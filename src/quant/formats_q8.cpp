@@ -1,6 +1,9 @@
 #include "quant/formats_q8.h"
 
 #include <cmath>
+#include <cstring>
+
+#include "quant/ggml_scalar.h"
 
 namespace df::quant {
 namespace {
@@ -68,5 +71,88 @@ float FormatQ8_0::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
   }
   return s;
 }
+
+// ---- Q8_1 ----
+
+void FormatQ8_1::dequantize_ref(const Block* src, float* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = fp16_to_fp32(src[b].d);
+    for (int j = 0; j < kQK8_1; ++j) dst[b * kQK8_1 + j] = static_cast<float>(src[b].qs[j]) * d;
+  }
+}
+
+void FormatQ8_1::quantize_ref(const float* src, Block* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* x = src + b * kQK8_1;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK8_1; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dst[b].d = fp32_to_fp16(d);
+    int sum = 0;
+    for (int j = 0; j < kQK8_1; ++j) {
+      dst[b].qs[j] = detail::round_to_int8_ref(x[j] * id);
+      sum += dst[b].qs[j];
+    }
+    dst[b].s = fp32_to_fp16(static_cast<float>(sum) * d);
+  }
+}
+
+void FormatQ8_1::quantize_act(const float* src, Block* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* x = src + b * kQK8_1;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK8_1; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    dst[b].d = fp32_to_fp16(d);
+    uint32_t sum = 0;  // int32 lanes added with wrap-around, as vpaddd
+    for (int j = 0; j < kQK8_1; ++j) {
+      const int32_t q = detail::cvtps_epi32(std::nearbyint(x[j] * id));
+      sum += static_cast<uint32_t>(q);
+      dst[b].qs[j] = detail::sat_int8(q);
+    }
+    dst[b].s = fp32_to_fp16(d * static_cast<float>(static_cast<int32_t>(sum)));
+  }
+}
+
+// ---- Q8_K ----
+
+void FormatQ8_K::dequantize_ref(const Block* src, float* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b)
+    for (int j = 0; j < kQK_K; ++j) dst[b * kQK_K + j] = src[b].d * static_cast<float>(src[b].qs[j]);
+}
+
+void FormatQ8_K::quantize_ref(const float* src, Block* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* x = src + b * kQK_K;
+    float max = 0.0f, amax = 0.0f;
+    for (int j = 0; j < kQK_K; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    Block& y = dst[b];
+    if (amax == 0.0f) {
+      std::memset(&y, 0, sizeof(y));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < kQK_K; ++j) {
+      const int v = detail::nearest_int(iscale * x[j]);
+      y.qs[j] = static_cast<int8_t>(v < 127 ? v : 127);
+    }
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += y.qs[16 * g + j];
+      y.bsums[g] = static_cast<int16_t>(sum);
+    }
+    y.d = 1.0f / iscale;
+  }
+}
+
+void FormatQ8_K::quantize_act(const float* src, Block* dst, int64_t nb) { quantize_ref(src, dst, nb); }
 
 }  // namespace df::quant

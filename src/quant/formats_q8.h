@@ -32,4 +32,56 @@ struct FormatQ8_0 {
 
 static_assert(WeightFormat<FormatQ8_0>);
 
+// Q8_1: Q8_0 plus s = fp16(d * sum(qs)), the activation format of Q4_1 / Q5_1
+// (ggml type_traits_cpu: vec_dot_type Q8_1). Not a weight format.
+//   quantize_ref = ggml's quantize_row_q8_1_ref: id = 1/d, roundf (ties away), s from the
+//                  int8 quants.
+//   quantize_act = ggml-cpu's quantize_row_q8_1 on x86 (AVX/AVX2 path, also in the AVX-512
+//                  builds): id = 127/amax, nearest-even rounding (vroundps), s from the
+//                  int32 quants before saturation, summed with int32 wrap-around.
+//   dequantize_ref = qs * d (ggml has no to_float for Q8_1).
+constexpr int kQK8_1 = 32;
+struct BlockQ8_1 {
+  uint16_t d;          // fp16 scale
+  uint16_t s;          // fp16 d * sum(qs)
+  int8_t qs[kQK8_1];   // quants
+};
+static_assert(sizeof(BlockQ8_1) == 36);
+
+struct FormatQ8_1 {
+  static constexpr GgmlType type = GgmlType::Q8_1;
+  static constexpr int64_t block_elems = kQK8_1;
+  using Block = BlockQ8_1;
+  static void dequantize_ref(const Block* src, float* dst, int64_t nb);
+  static void quantize_ref(const float* src, Block* dst, int64_t nb);
+  static void quantize_act(const float* src, Block* dst, int64_t nb);
+};
+static_assert(ActFormat<FormatQ8_1>);
+
+// Q8_K: super-blocks of 256 int8 quants with an f32 scale and the sums of each 16 quants,
+// the activation format of the K-quants (ggml type_traits_cpu: vec_dot_type Q8_K).
+//   quantize_ref = quantize_act = ggml's quantize_row_q8_K_ref, which is what ggml-cpu's
+//                  x86 quantize_row_q8_K calls: the element of largest magnitude (first on
+//                  ties) is max, iscale = -127/max, q = min(127, nearest_int(iscale * x)),
+//                  d = 1/iscale. An all-zero block gets d = 0, qs = 0 and (here) bsums = 0;
+//                  ggml leaves that block's bsums unwritten.
+//   dequantize_ref = d * qs.
+constexpr int kQK_K = 256;
+struct BlockQ8_K {
+  float d;                     // scale
+  int8_t qs[kQK_K];            // quants
+  int16_t bsums[kQK_K / 16];   // sum of each 16 quants
+};
+static_assert(sizeof(BlockQ8_K) == 292);
+
+struct FormatQ8_K {
+  static constexpr GgmlType type = GgmlType::Q8_K;
+  static constexpr int64_t block_elems = kQK_K;
+  using Block = BlockQ8_K;
+  static void dequantize_ref(const Block* src, float* dst, int64_t nb);
+  static void quantize_ref(const float* src, Block* dst, int64_t nb);
+  static void quantize_act(const float* src, Block* dst, int64_t nb);
+};
+static_assert(ActFormat<FormatQ8_K>);
+
 }  // namespace df::quant

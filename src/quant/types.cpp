@@ -17,12 +17,12 @@ struct Entry {
 // Geometry from ggml's type_traits (ggml.c): block element counts and block byte sizes.
 constexpr std::array kTypes = {
     Entry{0, {"f32", 1, 4, true}},        Entry{1, {"f16", 1, 2, true}},
-    Entry{2, {"q4_0", 32, 18, false}},    Entry{3, {"q4_1", 32, 20, false}},
-    Entry{6, {"q5_0", 32, 22, false}},    Entry{7, {"q5_1", 32, 24, false}},
+    Entry{2, {"q4_0", 32, 18, true}},     Entry{3, {"q4_1", 32, 20, true}},
+    Entry{6, {"q5_0", 32, 22, true}},     Entry{7, {"q5_1", 32, 24, true}},
     Entry{8, {"q8_0", 32, 34, true}},     Entry{9, {"q8_1", 32, 36, false}},
-    Entry{10, {"q2_K", 256, 84, false}},  Entry{11, {"q3_K", 256, 110, false}},
-    Entry{12, {"q4_K", 256, 144, false}}, Entry{13, {"q5_K", 256, 176, false}},
-    Entry{14, {"q6_K", 256, 210, false}}, Entry{15, {"q8_K", 256, 292, false}},
+    Entry{10, {"q2_K", 256, 84, true}},   Entry{11, {"q3_K", 256, 110, true}},
+    Entry{12, {"q4_K", 256, 144, true}},  Entry{13, {"q5_K", 256, 176, true}},
+    Entry{14, {"q6_K", 256, 210, true}},  Entry{15, {"q8_K", 256, 292, false}},
     Entry{16, {"iq2_xxs", 256, 66, false}}, Entry{17, {"iq2_xs", 256, 74, false}},
     Entry{18, {"iq3_xxs", 256, 98, false}}, Entry{19, {"iq1_s", 256, 50, false}},
     Entry{20, {"iq4_nl", 32, 18, false}},   Entry{21, {"iq3_s", 256, 110, false}},
@@ -31,8 +31,8 @@ constexpr std::array kTypes = {
     Entry{26, {"i32", 1, 4, false}},        Entry{27, {"i64", 1, 8, false}},
     Entry{28, {"f64", 1, 8, false}},        Entry{29, {"iq1_m", 256, 56, false}},
     Entry{30, {"bf16", 1, 2, true}},        Entry{34, {"tq1_0", 256, 54, false}},
-    Entry{35, {"tq2_0", 256, 66, false}},   Entry{39, {"mxfp4", 32, 17, false}},
-    Entry{40, {"nvfp4", 64, 36, false}},    Entry{41, {"q1_0", 128, 18, false}},
+    Entry{35, {"tq2_0", 256, 66, false}},   Entry{39, {"mxfp4", 32, 17, true}},
+    Entry{40, {"nvfp4", 64, 36, true}},     Entry{41, {"q1_0", 128, 18, false}},
     Entry{42, {"q2_0", 128, 34, false}},
 };
 

@@ -13,6 +13,7 @@
 //
 // Tensor names and keys are those of llama.cpp's qwen3 loader (src/models/qwen3.cpp,
 // src/llama-arch.cpp). 1-D tensors (norms) are always F32.
+#include <cctype>
 #include <cmath>
 #include <numbers>
 #include <cstdint>
@@ -87,21 +88,41 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
   return h;
 }
 
+// Any type the CPU kernels can quantise to (quantize_row_ref), by ggml's name.
 GgmlType parse_type(const std::string& s) {
-  if (s == "f32") return GgmlType::F32;
-  if (s == "f16") return GgmlType::F16;
-  if (s == "bf16") return GgmlType::BF16;
-  if (s == "q8_0") return GgmlType::Q8_0;
-  throw Error("unknown --type '" + s + "' (f32 | f16 | bf16 | q8_0)");
+  std::string known;
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto ti = type_info(id);
+    if (!ti || !ti->supported) continue;
+    std::string name(ti->name);
+    for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    std::string want = s;
+    for (auto& ch : want) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (name == want) return static_cast<GgmlType>(id);
+    known += (known.empty() ? "" : " | ") + name;
+  }
+  throw Error("unknown --type '" + s + "' (" + known + ")");
 }
 
-// llama_ftype value for general.file_type.
+// llama_ftype value for general.file_type (llama.h; informational for a file whose
+// weights all have one type: the K-quants map to their _S variants).
 uint32_t file_type(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return 0;
     case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q4_1: return 3;
     case GgmlType::Q8_0: return 7;
+    case GgmlType::Q5_0: return 8;
+    case GgmlType::Q5_1: return 9;
+    case GgmlType::Q2_K: return 10;
+    case GgmlType::Q3_K: return 11;
+    case GgmlType::Q4_K: return 14;
+    case GgmlType::Q5_K: return 16;
+    case GgmlType::Q6_K: return 18;
     case GgmlType::BF16: return 32;
+    case GgmlType::MXFP4: return 38;
+    case GgmlType::NVFP4: return 39;
     default: throw Error("no file type for " + std::string(type_name(t)));
   }
 }
@@ -225,7 +246,7 @@ int run(int argc, char** argv) {
   app.add_option("--rope-base", rope_base);
   app.add_flag("--tied", tied, "share token_embd as the output matrix (bench05b default)");
   app.add_flag("--untied", untied, "write a separate output.weight (default preset)");
-  app.add_option("--type", o.type, "weight type: f32 | f16 | bf16 | q8_0");
+  app.add_option("--type", o.type, "weight type: f32 | f16 | bf16 | q8_0 | q4_0 | ... | q6_K | mxfp4 | nvfp4 (any type with a reference quantiser)");
   app.add_option("--seed", o.seed);
   app.add_option("--logit-std", o.logit_std, "target standard deviation of the logits");
   app.add_option("--resid-gain", o.resid_gain, "scale of attn_output / ffn_down (sublayer outputs)");

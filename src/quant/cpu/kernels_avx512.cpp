@@ -20,6 +20,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "quant/cpu/family_kernels.h"
 #include "quant/cpu/gemm_tiled.h"
 #include "quant/cpu/kernels_isa.h"
 #include "quant/formats.h"
@@ -207,13 +208,24 @@ struct Simd<FormatBF16> {
 // the AVX2 Q8_0 dot product, and using our AVX2 kernel keeps the f32 accumulation order,
 // and so the results, identical to it (measured: logits bit-equal on Q8_0 models, while
 // the VNNI kernel differed in the last bits and flipped later roundings).
+
+// Format families with their own translation units (family_kernels.h).
+template <class F>
+  requires kLegacyFamily<F>
+struct Simd<F> : LegacyAvx512<F> {};
+template <class F>
+  requires kKquantFamily<F>
+struct Simd<F> : KquantAvx512<F> {};
+
 template <class F>
 concept HasSimd = requires { typename Simd<F>::Mk; };
+template <class F>
+concept HasFamily = kLegacyFamily<F> || kKquantFamily<F>;
 
 void quantize_act(GgmlType w, const float* x, void* out, int64_t n) {
   check_row_elems(w, n);
   quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F>)
+    if constexpr (HasSimd<F> || HasFamily<F>)
       Simd<F>::quantize_act(x, out, n);
     else
       kKernelsAvx2.quantize_act(w, x, out, n);
@@ -229,6 +241,8 @@ float vec_dot(GgmlType w, int64_t n, const void* w_row, const void* act_row) {
       float out;
       Simd<F>::Mk::template tile<1, 1>(n, &wp, &ap, &out);
       return out;
+    } else if constexpr (HasFamily<F>) {
+      return Simd<F>::vec_dot(n, w_row, act_row);
     } else {
       return kKernelsAvx2.vec_dot(w, n, w_row, act_row);
     }
@@ -241,6 +255,8 @@ void gemm(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, 
   quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
     if constexpr (HasSimd<F>)
       tiled::gemm<typename Simd<F>::Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+    else if constexpr (HasFamily<F>)
+      Simd<F>::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else
       kKernelsAvx2.gemm(w, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
   });
