@@ -8,6 +8,9 @@
 // When built with llama.cpp (DF_LLAMA_SRC/DF_LLAMA_LIB), matvec_ggml/* runs llama.cpp's own
 // CPU vec_dot (the libggml-cpu variant ggml would pick here) row by row on the same data,
 // as a baseline.
+// The IQ / ternary / 1-2 bit formats (random well-formed blocks: most have no reference
+// quantiser) also run with 2 threads (/t2: rows split in halves over a thread pool, for
+// ours and for ggml's vec_dot alike).
 //
 //   bench_matvec --benchmark_format=json
 #include <benchmark/benchmark.h>
@@ -16,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "../tests/unit/random_blocks.h"
+#include "backend/cpu/thread_pool.h"
 #include "quant/cpu/kernels.h"
 #include "quant/types.h"
 #ifdef DF_BENCH_GGML
@@ -39,9 +44,13 @@ Matrices make_weights(GgmlType t, int64_t rows, int64_t k, size_t min_total_byte
   Matrices m;
   m.row_bytes = df::row_bytes(t, k);
   std::vector<uint8_t> one(m.row_bytes * rows);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (auto& v : row) v = dist(rng);
-    df::cpu::quantize_row_ref(t, row.data(), one.data() + i * m.row_bytes, k);
+  if (df::test::scale_offset(t) != -2 && t != GgmlType::Q8_0) {
+    one = df::test::random_rows(t, rows, k, 1);
+  } else {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (auto& v : row) v = dist(rng);
+      df::cpu::quantize_row_ref(t, row.data(), one.data() + i * m.row_bytes, k);
+    }
   }
   const size_t n_copies = (min_total_bytes + one.size() - 1) / one.size();
   m.copies.assign(n_copies == 0 ? 1 : n_copies, one);
@@ -52,8 +61,13 @@ Matrices make_weights(GgmlType t, int64_t rows, int64_t k, size_t min_total_byte
 using GgmlDot = void (*)(int n, float* s, size_t bs, const void* x, size_t bx, const void* y,
                          size_t by, int nrc);
 
+df::cpu::ThreadPool& pool(int threads) {
+  static df::cpu::ThreadPool p1(1), p2(2);
+  return threads == 1 ? p1 : p2;
+}
+
 void bm_matvec_impl(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool cold,
-                    GgmlDot ggml_dot) {
+                    GgmlDot ggml_dot, int threads = 1) {
   if (static_cast<int>(isa) > static_cast<int>(df::cpu::best_isa())) {
     state.SkipWithError("ISA not available on this CPU");
     return;
@@ -71,15 +85,23 @@ void bm_matvec_impl(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act,
     kr.quantize_act(t, x.data() + r * k, act.data() + r * act_bytes, k);
   std::vector<float> y(rows * n_act);
   size_t c = 0;
-  for (auto _ : state) {
+  auto part = [&](int64_t i0, int64_t i1) {
     if (ggml_dot) {
-      for (int64_t i = 0; i < rows; ++i)
+      for (int64_t i = i0; i < i1; ++i)
         ggml_dot(static_cast<int>(k), &y[i], 0, W.copies[c].data() + i * W.row_bytes, 0,
                  act.data(), 0, 1);
     } else {
-      kr.gemm(t, k, W.copies[c].data(), W.row_bytes, 0, rows, act.data(), act_bytes, n_act,
+      kr.gemm(t, k, W.copies[c].data(), W.row_bytes, i0, i1, act.data(), act_bytes, n_act,
               y.data(), rows);
     }
+  };
+  for (auto _ : state) {
+    if (threads == 1)
+      part(0, rows);
+    else
+      pool(threads).parallel_for(threads, [&](int64_t task, int) {
+        part(task * rows / threads, (task + 1) * rows / threads);
+      });
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
     c = (c + 1) % W.copies.size();
@@ -113,7 +135,53 @@ void bm_quantize_act(benchmark::State& state, GgmlType t, Isa isa) {
       benchmark::Counter(double(k), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void bm_gemm_t(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool cold, int threads) {
+  bm_matvec_impl(state, t, isa, n_act, cold, nullptr, threads);
+}
+
+void register_lowbit() {
+  for (GgmlType t : df::test::kLowBitTypes) {
+    for (Isa isa : {Isa::SCALAR, Isa::AVX2, Isa::AVX512}) {
+      const std::string name =
+          std::string(df::type_name(t)) + "/" + std::string(df::cpu::isa_name(isa));
+      if (isa == Isa::SCALAR) {
+        benchmark::RegisterBenchmark(("matvec/" + name + "/hot").c_str(), bm_gemm_t, t, isa,
+                                     int64_t{1}, false, 1)
+            ->Unit(benchmark::kMicrosecond);
+        continue;
+      }
+      for (int threads : {1, 2})
+        for (bool cold : {false, true})
+          benchmark::RegisterBenchmark(("matvec/" + name + (cold ? "/cold" : "/hot") + "/t" +
+                                        std::to_string(threads)).c_str(),
+                                       bm_gemm_t, t, isa, int64_t{1}, cold, threads)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+      benchmark::RegisterBenchmark(("gemm_n64/" + name).c_str(), bm_gemm, t, isa, int64_t{64},
+                                   false)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+#ifdef DF_BENCH_GGML
+  static const df::test::GgmlLibs libs;
+  if (libs.error().empty() && libs.cpu_traits(GGML_TYPE_F32))
+    for (GgmlType t : df::test::kLowBitTypes)
+      for (int threads : {1, 2})
+        for (bool cold : {false, true}) {
+          const GgmlDot dot = libs.cpu_traits(static_cast<ggml_type>(t))->vec_dot;
+          benchmark::RegisterBenchmark(
+              ("matvec_ggml/" + std::string(df::type_name(t)) + "/" + libs.cpu_variant() +
+               (cold ? "/cold" : "/hot") + "/t" + std::to_string(threads))
+                  .c_str(),
+              bm_matvec_impl, t, Isa::SCALAR, int64_t{1}, cold, dot, threads)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
+#endif
+}
+
 int register_all() {
+  register_lowbit();
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
     for (Isa isa : {Isa::SCALAR, Isa::AVX2, Isa::AVX512}) {
       const std::string name =
@@ -143,7 +211,7 @@ int register_all() {
             ("matvec_ggml/" + std::string(df::type_name(t)) + "/" + libs.cpu_variant() +
              (cold ? "/cold" : "/hot"))
                 .c_str(),
-            bm_matvec_impl, t, Isa::SCALAR, int64_t{1}, cold, dot)
+            bm_matvec_impl, t, Isa::SCALAR, int64_t{1}, cold, dot, 1)
             ->Unit(benchmark::kMicrosecond);
       }
 #endif
