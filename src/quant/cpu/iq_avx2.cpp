@@ -507,9 +507,18 @@ float vec_dot_mk(int64_t n, const void* w_row, const void* act_row) {
   return out;
 }
 
+// Decode (one activation row) walks the weight rows directly; prefill goes through the
+// tiled driver (weights decoded once per tile of activation rows).
 template <class Mk>
 void gemm_mk(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
              size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+  if (n_act == 1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const uint8_t* w = W + static_cast<size_t>(i) * w_stride;
+      Mk::template tile<1, 1>(n, &w, &act, Y + i);
+    }
+    return;
+  }
   tiled::gemm<Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
 }
 

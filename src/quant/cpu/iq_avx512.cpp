@@ -73,11 +73,34 @@ inline __m512i scales4(uint64_t four_int16) {
 inline uint64_t odd_scales4(uint64_t nibbles16) { return (nibbles16 << 1) | 0x0001000100010001ull; }
 
 // Grid rows of 8 bytes for 8 indices (epi64 lanes) / of 4 bytes for 16 indices (epi32 lanes).
+// kGather: vpgather; otherwise scalar loads inserted into the vector (faster on Zen 4,
+// where vpgatherqq zmm costs more than 8 loads + 7 inserts).
+constexpr bool kGather = true;
 inline __m512i gather8(const uint64_t* table, __m512i idx) {
-  return _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(table), 8);
+  if constexpr (kGather) {
+    return _mm512_i64gather_epi64(idx, reinterpret_cast<const long long*>(table), 8);
+  } else {
+    alignas(64) uint64_t i[8];
+    _mm512_store_si512(i, idx);
+    return _mm512_set_epi64(static_cast<long long>(table[i[7]]), static_cast<long long>(table[i[6]]),
+                            static_cast<long long>(table[i[5]]), static_cast<long long>(table[i[4]]),
+                            static_cast<long long>(table[i[3]]), static_cast<long long>(table[i[2]]),
+                            static_cast<long long>(table[i[1]]), static_cast<long long>(table[i[0]]));
+  }
 }
 inline __m512i gather16(const uint32_t* table, __m512i idx) {
-  return _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(table), 4);
+  if constexpr (kGather) {
+    return _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(table), 4);
+  } else {
+    alignas(64) uint32_t i[16];
+    _mm512_store_si512(i, idx);
+    return _mm512_set_epi32(static_cast<int>(table[i[15]]), static_cast<int>(table[i[14]]), static_cast<int>(table[i[13]]),
+                            static_cast<int>(table[i[12]]), static_cast<int>(table[i[11]]), static_cast<int>(table[i[10]]),
+                            static_cast<int>(table[i[9]]), static_cast<int>(table[i[8]]), static_cast<int>(table[i[7]]),
+                            static_cast<int>(table[i[6]]), static_cast<int>(table[i[5]]), static_cast<int>(table[i[4]]),
+                            static_cast<int>(table[i[3]]), static_cast<int>(table[i[2]]), static_cast<int>(table[i[1]]),
+                            static_cast<int>(table[i[0]]));
+  }
 }
 inline __m512i bytes_to_epi64(uint64_t v) { return _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(static_cast<long long>(v))); }
 
@@ -506,9 +529,18 @@ float vec_dot_mk(int64_t n, const void* w_row, const void* act_row) {
   return out;
 }
 
+// Decode (one activation row) walks the weight rows directly; prefill goes through the
+// tiled driver (weights decoded once per tile of activation rows).
 template <class Mk>
 void gemm_mk(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
              size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+  if (n_act == 1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const uint8_t* w = W + static_cast<size_t>(i) * w_stride;
+      Mk::template tile<1, 1>(n, &w, &act, Y + i);
+    }
+    return;
+  }
   tiled::gemm<Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
 }
 
