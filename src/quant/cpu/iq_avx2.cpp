@@ -71,18 +71,47 @@ struct Sub {
 };
 
 // Decoders: Block, kFinal (fixed f32 factor of the block sums), kDelta (IQ1 grid shift),
-// scale(block) -> f32 block scale, decode(block, ib, sub) for sub-block ib in [0, 8).
+// kGroup (sub-blocks decoded together), Pro (per-block state from prologue, e.g. the
+// sub-block scales), scale(block) -> f32 block scale, and
+// decode(block, pro, g, sub[kGroup]) for sub-blocks [g kGroup, (g + 1) kGroup).
+struct NoPro {};
+
+// 16 int8 scales (natural order, one per 16 elements) -> the int16 lanes of sub-block ib.
+inline __m256i sub_scales(__m128i scales8, int ib) {
+  const __m128i pick = _mm_add_epi8(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                    _mm_set1_epi8(static_cast<char>(2 * ib)));
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, pick));
+}
+// Scale nibbles of 8 bytes (low nibble first) as 2 n + 1 in natural order.
+inline __m128i odd_nibble_scales(uint64_t bytes) {
+  const __m128i x = _mm_set1_epi64x(static_cast<long long>(bytes));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+  return _mm_add_epi8(_mm_add_epi8(n, n), _mm_set1_epi8(1));
+}
+inline uint64_t load_u64(const void* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+// 4 grid rows of 8 bytes from 4 16-bit indices packed in a uint64.
+inline __m256i grid4(const uint64_t* t, uint64_t idx4) {
+  return _mm256_set_epi64x(static_cast<long long>(t[idx4 >> 48]), static_cast<long long>(t[(idx4 >> 32) & 0xffff]),
+                           static_cast<long long>(t[(idx4 >> 16) & 0xffff]), static_cast<long long>(t[idx4 & 0xffff]));
+}
+
 struct DecIQ2_XXS {
   using Block = BlockIQ2_XXS;
+  using Pro = NoPro;
   static constexpr float kFinal = 0.125f;
   static constexpr bool kDelta = false;
+  static constexpr int kGroup = 1;
   static float scale(const Block& b) { return fp16(b.d); }
-  static void decode(const Block& b, int ib, Sub& s) {
+  static void prologue(const Block&, Pro&) {}
+  static void decode(const Block& b, const Pro&, int ib, Sub (&sub)[1]) {
+    Sub& s = sub[0];
     const uint32_t idx = load_u32(b.qs + 4 * ib), aux = load_u32(b.qs + 4 * ib + 2);
-    s.mag = _mm256_set_epi64x(static_cast<long long>(kIq2xxsGrid[idx >> 24]),
-                              static_cast<long long>(kIq2xxsGrid[(idx >> 16) & 255]),
-                              static_cast<long long>(kIq2xxsGrid[(idx >> 8) & 255]),
-                              static_cast<long long>(kIq2xxsGrid[idx & 255]));
+    s.mag = grid4(kIq2xxsGrid, _pdep_u64(idx, 0x00ff00ff00ff00ffull));
     s.sgn = _mm256_set_epi64x(static_cast<long long>(kIq2xsSignsPm1.v[(aux >> 21) & 127]),
                               static_cast<long long>(kIq2xsSignsPm1.v[(aux >> 14) & 127]),
                               static_cast<long long>(kIq2xsSignsPm1.v[(aux >> 7) & 127]),
@@ -91,48 +120,81 @@ struct DecIQ2_XXS {
   }
 };
 
+// Four sub-blocks at a time: 16 entries of 9-bit grid index | 7-bit sign code << 9. The
+// sign code's parity bit is looked up by nibble (vpshufb), bits expanded to bytes by
+// shuffles (as ggml's AVX2 code).
 struct DecIQ2_XS {
   using Block = BlockIQ2_XS;
+  struct Pro {
+    __m128i scales8;
+  };
   static constexpr float kFinal = 0.125f;
   static constexpr bool kDelta = false;
+  static constexpr int kGroup = 4;
   static float scale(const Block& b) { return fp16(b.d); }
-  static void decode(const Block& b, int ib, Sub& s) {
-    const uint16_t* q = b.qs + 4 * ib;
-    s.mag = _mm256_set_epi64x(static_cast<long long>(kIq2xsGrid[q[3] & 511]),
-                              static_cast<long long>(kIq2xsGrid[q[2] & 511]),
-                              static_cast<long long>(kIq2xsGrid[q[1] & 511]),
-                              static_cast<long long>(kIq2xsGrid[q[0] & 511]));
-    s.sgn = _mm256_set_epi64x(static_cast<long long>(kIq2xsSignsPm1.v[q[3] >> 9]),
-                              static_cast<long long>(kIq2xsSignsPm1.v[q[2] >> 9]),
-                              static_cast<long long>(kIq2xsSignsPm1.v[q[1] >> 9]),
-                              static_cast<long long>(kIq2xsSignsPm1.v[q[0] >> 9]));
-    s.sc = scale_pair(2 * (b.scales[ib] & 0xf) + 1, 2 * (b.scales[ib] >> 4) + 1);
+  static void prologue(const Block& b, Pro& pro) { pro.scales8 = odd_nibble_scales(load_u64(b.scales)); }
+  static void decode(const Block& b, const Pro& pro, int g, Sub (&s)[4]) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 16 * g));
+    alignas(32) uint16_t idx[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx), _mm256_and_si256(q, _mm256_set1_epi16(511)));
+    const __m256i code = _mm256_srli_epi16(q, 9);
+    const __m256i par_nibble = _mm256_xor_si256(code, _mm256_srli_epi16(q, 13));  // same parity, 4 bits
+    const __m256i odd = _mm256_shuffle_epi8(
+        _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0, -128, -128, 0,
+                         -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0),
+        par_nibble);
+    const __m256i signs = _mm256_or_si256(code, odd);  // sign byte in the low byte of each 16-bit lane
+    const __m256i sel = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    const __m256i pick0 = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4,
+                                           6, 6, 6, 6, 6, 6, 6, 6);
+    const __m256i pick1 = _mm256_add_epi8(pick0, _mm256_set1_epi8(8));
+    for (int h = 0; h < 2; ++h) {
+      const __m128i half = h == 0 ? _mm256_castsi256_si128(signs) : _mm256_extracti128_si256(signs, 1);
+      const __m256i both = _mm256_setr_m128i(half, half);
+      for (int j = 0; j < 2; ++j) {
+        const __m256i bytes = _mm256_shuffle_epi8(both, j == 0 ? pick0 : pick1);
+        const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel);
+        Sub& o = s[2 * h + j];
+        o.sgn = _mm256_or_si256(neg, _mm256_set1_epi8(1));
+        const uint16_t* e = idx + 8 * h + 4 * j;
+        o.mag = _mm256_set_epi64x(static_cast<long long>(kIq2xsGrid[e[3]]), static_cast<long long>(kIq2xsGrid[e[2]]),
+                                  static_cast<long long>(kIq2xsGrid[e[1]]), static_cast<long long>(kIq2xsGrid[e[0]]));
+        o.sc = sub_scales(pro.scales8, 4 * g + 2 * h + j);
+      }
+    }
   }
 };
 
 struct DecIQ2_S {
   using Block = BlockIQ2_S;
+  struct Pro {
+    __m128i scales8;
+  };
   static constexpr float kFinal = 0.125f;
   static constexpr bool kDelta = false;
+  static constexpr int kGroup = 1;
   static float scale(const Block& b) { return fp16(b.d); }
-  static void decode(const Block& b, int ib, Sub& s) {
-    const uint8_t* q = b.qs + 4 * ib;
-    const unsigned qh = b.qh[ib];
-    s.mag = _mm256_set_epi64x(static_cast<long long>(kIq2sGrid[q[3] | ((qh << 2) & 0x300)]),
-                              static_cast<long long>(kIq2sGrid[q[2] | ((qh << 4) & 0x300)]),
-                              static_cast<long long>(kIq2sGrid[q[1] | ((qh << 6) & 0x300)]),
-                              static_cast<long long>(kIq2sGrid[q[0] | ((qh << 8) & 0x300)]));
+  static void prologue(const Block& b, Pro& pro) { pro.scales8 = odd_nibble_scales(load_u64(b.scales)); }
+  static void decode(const Block& b, const Pro& pro, int ib, Sub (&sub)[1]) {
+    Sub& s = sub[0];
+    const uint64_t idx = _pdep_u64(load_u32(b.qs + 4 * ib), 0x00ff00ff00ff00ffull) |
+                         _pdep_u64(b.qh[ib], 0x0300030003000300ull);
+    s.mag = grid4(kIq2sGrid, idx);
     s.sgn = bits_to_pm1(load_u32(b.qs + kQK_K / 8 + 4 * ib));
-    s.sc = scale_pair(2 * (b.scales[ib] & 0xf) + 1, 2 * (b.scales[ib] >> 4) + 1);
+    s.sc = sub_scales(pro.scales8, ib);
   }
 };
 
 struct DecIQ3_XXS {
   using Block = BlockIQ3_XXS;
+  using Pro = NoPro;
   static constexpr float kFinal = 0.25f;
   static constexpr bool kDelta = false;
+  static constexpr int kGroup = 1;
   static float scale(const Block& b) { return fp16(b.d); }
-  static void decode(const Block& b, int ib, Sub& s) {
+  static void prologue(const Block&, Pro&) {}
+  static void decode(const Block& b, const Pro&, int ib, Sub (&sub)[1]) {
+    Sub& s = sub[0];
     const uint8_t* q = b.qs + 8 * ib;
     const uint32_t aux = load_u32(b.qs + kQK_K / 4 + 4 * ib);
     s.mag = _mm256_set_epi32(static_cast<int>(kIq3xxsGrid[q[7]]), static_cast<int>(kIq3xxsGrid[q[6]]),
@@ -149,21 +211,23 @@ struct DecIQ3_XXS {
 
 struct DecIQ3_S {
   using Block = BlockIQ3_S;
+  using Pro = NoPro;
   static constexpr float kFinal = 1.0f;
   static constexpr bool kDelta = false;
+  static constexpr int kGroup = 1;
   static float scale(const Block& b) { return fp16(b.d); }
-  static void decode(const Block& b, int ib, Sub& s) {
-    const uint8_t* q = b.qs + 8 * ib;
-    const unsigned qh = b.qh[ib];
-    // element group j (4 elements) has index bit 8 in qh bit j
-    s.mag = _mm256_set_epi32(static_cast<int>(kIq3sGrid[q[7] | ((qh << 1) & 256)]),
-                             static_cast<int>(kIq3sGrid[q[6] | ((qh << 2) & 256)]),
-                             static_cast<int>(kIq3sGrid[q[5] | ((qh << 3) & 256)]),
-                             static_cast<int>(kIq3sGrid[q[4] | ((qh << 4) & 256)]),
-                             static_cast<int>(kIq3sGrid[q[3] | ((qh << 5) & 256)]),
-                             static_cast<int>(kIq3sGrid[q[2] | ((qh << 6) & 256)]),
-                             static_cast<int>(kIq3sGrid[q[1] | ((qh << 7) & 256)]),
-                             static_cast<int>(kIq3sGrid[q[0] | ((qh << 8) & 256)]));
+  static void prologue(const Block&, Pro&) {}
+  static void decode(const Block& b, const Pro&, int ib, Sub (&sub)[1]) {
+    Sub& s = sub[0];
+    // 8 indices (4 elements each): qs byte | bit j of qh << 8, as 16-bit fields of two uint64
+    const uint64_t lo4 = _pdep_u64(load_u32(b.qs + 8 * ib), 0x00ff00ff00ff00ffull) |
+                         _pdep_u64(b.qh[ib] & 0xf, 0x0100010001000100ull);
+    const uint64_t hi4 = _pdep_u64(load_u32(b.qs + 8 * ib + 4), 0x00ff00ff00ff00ffull) |
+                         _pdep_u64(b.qh[ib] >> 4, 0x0100010001000100ull);
+    s.mag = _mm256_set_epi32(static_cast<int>(kIq3sGrid[hi4 >> 48]), static_cast<int>(kIq3sGrid[(hi4 >> 32) & 0xffff]),
+                             static_cast<int>(kIq3sGrid[(hi4 >> 16) & 0xffff]), static_cast<int>(kIq3sGrid[hi4 & 0xffff]),
+                             static_cast<int>(kIq3sGrid[lo4 >> 48]), static_cast<int>(kIq3sGrid[(lo4 >> 32) & 0xffff]),
+                             static_cast<int>(kIq3sGrid[(lo4 >> 16) & 0xffff]), static_cast<int>(kIq3sGrid[lo4 & 0xffff]));
     s.sgn = bits_to_pm1(load_u32(b.signs + 4 * ib));
     const int ls = ib % 2 == 0 ? b.scales[ib / 2] & 0xf : b.scales[ib / 2] >> 4;
     s.sc = _mm256_set1_epi16(static_cast<short>(2 * ls + 1));
@@ -172,16 +236,17 @@ struct DecIQ3_S {
 
 struct DecIQ1_S {
   using Block = BlockIQ1_S;
+  using Pro = NoPro;
   static constexpr float kFinal = 1.0f;
   static constexpr bool kDelta = true;
+  static constexpr int kGroup = 1;
   static float scale(const Block& b) { return fp16(b.d); }
-  static void decode(const Block& b, int ib, Sub& s) {
-    const uint8_t* q = b.qs + 4 * ib;
+  static void prologue(const Block&, Pro&) {}
+  static void decode(const Block& b, const Pro&, int ib, Sub (&sub)[1]) {
+    Sub& s = sub[0];
     const unsigned qh = b.qh[ib];
-    const __m256i v = _mm256_set_epi64x(static_cast<long long>(kIq1sGrid[q[3] | ((qh >> 1) & 0x700)]),
-                                        static_cast<long long>(kIq1sGrid[q[2] | ((qh << 2) & 0x700)]),
-                                        static_cast<long long>(kIq1sGrid[q[1] | ((qh << 5) & 0x700)]),
-                                        static_cast<long long>(kIq1sGrid[q[0] | ((qh << 8) & 0x700)]));
+    const uint64_t idx = _pdep_u64(load_u32(b.qs + 4 * ib), 0x00ff00ff00ff00ffull) | _pdep_u64(qh, 0x0700070007000700ull);
+    const __m256i v = grid4(kIq1sGrid, idx);
     s.mag = _mm256_sign_epi8(v, v);
     s.sgn = v;
     s.sc = _mm256_set1_epi16(static_cast<short>(2 * ((qh >> 12) & 7) + 1));
@@ -191,39 +256,53 @@ struct DecIQ1_S {
 
 struct DecIQ1_M {
   using Block = BlockIQ1_M;
+  struct Pro {
+    __m128i scales8;
+  };
   static constexpr float kFinal = 1.0f;
   static constexpr bool kDelta = true;
+  static constexpr int kGroup = 1;
   static float scale(const Block& b) {
     uint16_t sc[4];
     std::memcpy(sc, b.scales, sizeof sc);
     return fp16(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
                                       (sc[3] & 0xf000)));
   }
-  static void decode(const Block& b, int ib, Sub& s) {
-    const uint8_t* q = b.qs + 4 * ib;
-    const unsigned h0 = b.qh[2 * ib], h1 = b.qh[2 * ib + 1];
-    const __m256i v = _mm256_set_epi64x(static_cast<long long>(kIq1sGrid[q[3] | ((h1 << 4) & 0x700)]),
-                                        static_cast<long long>(kIq1sGrid[q[2] | ((h1 << 8) & 0x700)]),
-                                        static_cast<long long>(kIq1sGrid[q[1] | ((h0 << 4) & 0x700)]),
-                                        static_cast<long long>(kIq1sGrid[q[0] | ((h0 << 8) & 0x700)]));
+  static void prologue(const Block& b, Pro& pro) {
+    uint16_t sc[4];
+    std::memcpy(sc, b.scales, sizeof sc);
+    // 3-bit scales, 4 per 16-bit word (elements 16 g .. 16 g + 15 for g = 4 w + k)
+    const uint64_t lo = _pdep_u64(sc[0] & 0xfff, 0x07070707ull) | (_pdep_u64(sc[1] & 0xfff, 0x07070707ull) << 32);
+    const uint64_t hi = _pdep_u64(sc[2] & 0xfff, 0x07070707ull) | (_pdep_u64(sc[3] & 0xfff, 0x07070707ull) << 32);
+    const __m128i n = _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
+    pro.scales8 = _mm_add_epi8(_mm_add_epi8(n, n), _mm_set1_epi8(1));
+  }
+  static void decode(const Block& b, const Pro& pro, int ib, Sub (&sub)[1]) {
+    Sub& s = sub[0];
+    uint16_t qh;
+    std::memcpy(&qh, b.qh + 2 * ib, 2);  // a nibble per 8 elements: 3 index bits, shift sign
+    const uint64_t idx = _pdep_u64(load_u32(b.qs + 4 * ib), 0x00ff00ff00ff00ffull) |
+                         _pdep_u64(qh & 0x7777u, 0x0f000f000f000f00ull);
+    const __m256i v = grid4(kIq1sGrid, idx);
     s.mag = _mm256_sign_epi8(v, v);
     s.sgn = v;
-    uint16_t sc;
-    std::memcpy(&sc, b.scales + 2 * (ib / 2), 2);
-    const int sh = 6 * (ib % 2);
-    s.sc = scale_pair(2 * ((sc >> sh) & 7) + 1, 2 * ((sc >> (sh + 3)) & 7) + 1);
-    constexpr long long kPos = 0x0101010101010101ll, kNeg = -1;
-    s.dsgn = _mm256_set_epi64x(h1 & 0x80 ? kNeg : kPos, h1 & 0x08 ? kNeg : kPos, h0 & 0x80 ? kNeg : kPos,
-                               h0 & 0x08 ? kNeg : kPos);
+    s.sc = sub_scales(pro.scales8, ib);
+    // bit 3 of each nibble -> the top bit of a byte, sign-extended over the group's 8 bytes
+    const uint32_t dbytes = static_cast<uint32_t>(_pdep_u64(qh & 0x8888u, 0xf0f0f0f0ull));
+    s.dsgn = _mm256_or_si256(_mm256_cvtepi8_epi64(_mm_cvtsi32_si128(static_cast<int>(dbytes))), _mm256_set1_epi8(1));
   }
 };
 
 struct DecIQ4_XS {
   using Block = BlockIQ4_XS;
+  using Pro = NoPro;
   static constexpr float kFinal = 1.0f;
   static constexpr bool kDelta = false;
+  static constexpr int kGroup = 1;
   static float scale(const Block& b) { return fp16(b.d); }
-  static void decode(const Block& b, int ib, Sub& s) {
+  static void prologue(const Block&, Pro&) {}
+  static void decode(const Block& b, const Pro&, int ib, Sub (&sub)[1]) {
+    Sub& s = sub[0];
     const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
     const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * ib));
     const __m128i m4 = _mm_set1_epi8(0x0f);
@@ -241,6 +320,7 @@ template <class Dec>
 struct MkIqK {
   static constexpr int kRows = 1, kCols = 4, kRowsDecode = 1;
   using Block = typename Dec::Block;
+  static constexpr int G = Dec::kGroup;
 
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
@@ -253,20 +333,26 @@ struct MkIqK {
     const __m256i ones = _mm256_set1_epi8(1);
     const int64_t nb = n / kQK_K;
     for (int64_t b = 0; b < nb; ++b) {
+      typename Dec::Pro pro;
+      Dec::prologue(w[b], pro);
       __m256i isum[C], dsum[C];
       for (int c = 0; c < C; ++c) isum[c] = dsum[c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-      for (int ib = 0; ib < 8; ++ib) {
-        Sub s;
-        Dec::decode(w[b], ib, s);
+      for (int g = 0; g < 8 / G; ++g) {
+        Sub s[G];
+        Dec::decode(w[b], pro, g, s);
+#pragma GCC unroll 4
+        for (int j = 0; j < G; ++j) {
+          const int ib = g * G + j;
 #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) {
-          const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[c][b].qs + 32 * ib));
-          const __m256i p = _mm256_maddubs_epi16(s.mag, _mm256_sign_epi8(q8, s.sgn));
-          isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, s.sc));
-          if constexpr (Dec::kDelta) {
-            const __m256i pd = _mm256_maddubs_epi16(ones, _mm256_sign_epi8(q8, s.dsgn));
-            dsum[c] = _mm256_add_epi32(dsum[c], _mm256_madd_epi16(pd, s.sc));
+          for (int c = 0; c < C; ++c) {
+            const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[c][b].qs + 32 * ib));
+            const __m256i p = _mm256_maddubs_epi16(s[j].mag, _mm256_sign_epi8(q8, s[j].sgn));
+            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, s[j].sc));
+            if constexpr (Dec::kDelta) {
+              const __m256i pd = _mm256_maddubs_epi16(ones, _mm256_sign_epi8(q8, s[j].dsgn));
+              dsum[c] = _mm256_add_epi32(dsum[c], _mm256_madd_epi16(pd, s[j].sc));
+            }
           }
         }
       }
