@@ -3,7 +3,7 @@
 
 namespace df::cpu {
 
-// IQ, ternary and 1-2 bit formats (iq_avx2.cpp, iq_avx512.cpp).
+// IQ, ternary and 1-2 bit formats (lowbit_avx2.cpp, lowbit_avx512.cpp).
 const FormatKernels* lowbit_kernels_avx2(GgmlType w);
 const FormatKernels* lowbit_kernels_avx512(GgmlType w);
 

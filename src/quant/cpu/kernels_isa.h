@@ -12,7 +12,7 @@ extern const Kernels kKernelsAvx512;  // kernels_avx512.cpp (F/BW/VL/DQ/VNNI/BF1
 void check_row_elems(GgmlType w, int64_t n);
 
 // One weight format's kernels on one ISA, for families kept in their own translation units
-// (iq_avx2.cpp, lowbit_avx2.cpp, ...; same contracts as Kernels, with the type fixed and n
+// (lowbit_avx2.cpp, lowbit_avx2.cpp, ...; same contracts as Kernels, with the type fixed and n
 // already checked). The ISA's main file consults ext_kernels before falling back to scalar.
 struct FormatKernels {
   void (*quantize_act)(const float* x, void* out, int64_t n);
