@@ -1,11 +1,23 @@
 #include "quant/formats_iq.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "quant/iq_tables.h"
+#include "quant/lowbit_lanes.h"
 
 namespace df::quant {
 namespace {
+
+// The signed int8 values of one 256-element block of a Q8_K-activation IQ format as its
+// dot products use them (grid magnitude times sign; IQ1: grid value in {-1, 0, 1};
+// IQ4_XS: table value), each 16-element group's integer scale, and for IQ1_S / IQ1_M
+// the sign (+-1) of each 8-element group's grid shift (0 for the other formats).
+struct IqDecoded {
+  int8_t q[kQK_K];
+  int16_t scale[kQK_K / 16];
+  int8_t delta_sign[kQK_K / 8];
+};
 
 constexpr float kIq1Delta = 0.125f;  // IQ1S_DELTA == IQ1M_DELTA
 
@@ -158,13 +170,13 @@ float block_weight_scale(const BlockIQ1_M& b) {
   return fp16_to_fp32(h);
 }
 
-}  // namespace
-
-template <class F>
-void iq_decode(const typename F::Block& b, IqDecoded& out) {
+template <class B>
+void iq_decode(const B& b, IqDecoded& out) {
   std::memset(out.delta_sign, 0, sizeof out.delta_sign);
   decode(b, out);
 }
+
+}  // namespace
 
 namespace {
 
@@ -326,40 +338,66 @@ void FormatIQ4_NL::dequantize_ref(const Block* src, float* y, int64_t nb) {
 
 // ---- reference dot products ----
 
+// In ggml's AVX2 order (lowbit_lanes.h): per block, the exact int32 lane sums (lane l of
+// each 32-element sub-block: elements 4l .. 4l+3, times their 16-element group's scale)
+// scaled by d = fp16(dw) * da into 8 f32 lanes. The IQ1 grid shift: IQ1_S sums it as one
+// integer per block into a scalar (ggml: accum1 += d * sumi1), IQ1_M into a second set of
+// lanes; both are added last as fma(0.125, shift, grid) (GCC contracts ggml's expression).
 template <GgmlType T, class B>
 float FormatIqK<T, B>::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  float sum = 0.0f, delta_sum = 0.0f;
+  lowbit::Lanes8 acc, acc_shift;
+  float acc_shift1 = 0.0f;
   IqDecoded dec;
   for (int64_t i = 0; i < nb; ++i) {
-    iq_decode<FormatIqK>(w[i], dec);
-    int32_t isum = 0, dsum = 0;
-    for (int g = 0; g < kQK_K / 16; ++g) {
-      int32_t s = 0;
-      for (int j = 0; j < 16; ++j) s += int32_t{dec.q[16 * g + j]} * int32_t{a[i].qs[16 * g + j]};
-      isum += dec.scale[g] * s;
-      for (int h = 0; h < 2; ++h) {
-        int32_t as = 0;
-        for (int j = 0; j < 8; ++j) as += a[i].qs[16 * g + 8 * h + j];
-        dsum += dec.delta_sign[2 * g + h] * dec.scale[g] * as;
-      }
+    iq_decode(w[i], dec);
+    int32_t isum[8] = {}, dsum[8] = {};
+    for (int e = 0; e < kQK_K; ++e) {
+      const int lane = (e % 32) / 4, scale = dec.scale[e / 16];
+      isum[lane] += scale * int32_t{dec.q[e]} * int32_t{a[i].qs[e]};
+      dsum[lane] += scale * int32_t{dec.delta_sign[e / 8]} * int32_t{a[i].qs[e]};
     }
     const float d = block_weight_scale(w[i]) * a[i].d;
-    sum += d * static_cast<float>(isum);
-    if constexpr (T == GgmlType::IQ1_S || T == GgmlType::IQ1_M) delta_sum += d * static_cast<float>(dsum);
+    acc.fma(d, isum);
+    if constexpr (T == GgmlType::IQ1_S) {
+      int32_t total = 0;
+      for (int l = 0; l < 8; ++l) total += dsum[l];
+      acc_shift1 = std::fma(d, static_cast<float>(total), acc_shift1);
+    } else if constexpr (T == GgmlType::IQ1_M) {
+      acc_shift.fma(d, dsum);
+    }
   }
-  if constexpr (T == GgmlType::IQ1_S || T == GgmlType::IQ1_M) return sum + kIq1Delta * delta_sum;
-  return kSumScale<T> * sum;
+  if constexpr (T == GgmlType::IQ1_S) return std::fma(kIq1Delta, acc_shift1, acc.hsum());
+  if constexpr (T == GgmlType::IQ1_M) return std::fma(kIq1Delta, acc_shift.hsum(), acc.hsum());
+  return kSumScale<T> * acc.hsum();
 }
 
+// ggml's AVX2 order: block pairs (b, b+1) into two sets of lanes, added lane-wise and summed;
+// an odd last block added as a scalar fma.
 float FormatIQ4_NL::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    int32_t isum = 0;
+  lowbit::Lanes8 acc[2];
+  auto block_lanes = [&](int64_t i, int32_t (&isum)[8]) {
+    int8_t v[kQK4_NL];
     for (int j = 0; j < kQK4_NL / 2; ++j) {
-      isum += int32_t{kIq4nlValues[w[i].qs[j] & 0xf]} * a[i].qs[j];
-      isum += int32_t{kIq4nlValues[w[i].qs[j] >> 4]} * a[i].qs[j + kQK4_NL / 2];
+      v[j] = kIq4nlValues[w[i].qs[j] & 0xf];
+      v[j + kQK4_NL / 2] = kIq4nlValues[w[i].qs[j] >> 4];
     }
-    sum += (fp16_to_fp32(a[i].d) * fp16_to_fp32(w[i].d)) * static_cast<float>(isum);
+    lowbit::add_lanes(v, a[i].qs, 1, isum);
+  };
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2)
+    for (int u = 0; u < 2; ++u) {
+      int32_t isum[8] = {};
+      block_lanes(i + u, isum);
+      acc[u].fma(fp16_to_fp32(a[i + u].d) * fp16_to_fp32(w[i + u].d), isum);
+    }
+  acc[0].add(acc[1]);
+  float sum = acc[0].hsum();
+  if (i < nb) {
+    int32_t isum[8] = {};
+    block_lanes(i, isum);
+    int32_t total = 0;
+    for (int l = 0; l < 8; ++l) total += isum[l];
+    sum = std::fma(fp16_to_fp32(a[i].d) * fp16_to_fp32(w[i].d), static_cast<float>(total), sum);
   }
   return sum;
 }
@@ -372,14 +410,5 @@ template struct FormatIqK<GgmlType::IQ3_S, BlockIQ3_S>;
 template struct FormatIqK<GgmlType::IQ1_S, BlockIQ1_S>;
 template struct FormatIqK<GgmlType::IQ1_M, BlockIQ1_M>;
 template struct FormatIqK<GgmlType::IQ4_XS, BlockIQ4_XS>;
-
-template void iq_decode<FormatIQ2_XXS>(const BlockIQ2_XXS&, IqDecoded&);
-template void iq_decode<FormatIQ2_XS>(const BlockIQ2_XS&, IqDecoded&);
-template void iq_decode<FormatIQ2_S>(const BlockIQ2_S&, IqDecoded&);
-template void iq_decode<FormatIQ3_XXS>(const BlockIQ3_XXS&, IqDecoded&);
-template void iq_decode<FormatIQ3_S>(const BlockIQ3_S&, IqDecoded&);
-template void iq_decode<FormatIQ1_S>(const BlockIQ1_S&, IqDecoded&);
-template void iq_decode<FormatIQ1_M>(const BlockIQ1_M&, IqDecoded&);
-template void iq_decode<FormatIQ4_XS>(const BlockIQ4_XS&, IqDecoded&);
 
 }  // namespace df::quant

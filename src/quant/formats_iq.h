@@ -134,17 +134,4 @@ static_assert(WeightFormat<FormatIQ2_XXS> && WeightFormat<FormatIQ2_XS> &&
               WeightFormat<FormatIQ1_M> && WeightFormat<FormatIQ4_XS> &&
               WeightFormat<FormatIQ4_NL>);
 
-// The signed int8 values of one 256-element block of a Q8_K-activation IQ format as its
-// dot products use them (grid magnitude times sign; IQ1: grid value in {-1, 0, 1};
-// IQ4_XS: table value), and each 16-element group's integer scale. Shared by dot_ref and
-// the kernel tests. For IQ1_S / IQ1_M, delta_sign[g] (g over 8-element groups) is +-1 for
-// the grid shift; 0 for the other formats.
-struct IqDecoded {
-  int8_t q[kQK_K];
-  int16_t scale[kQK_K / 16];
-  int8_t delta_sign[kQK_K / 8];
-};
-template <class F>
-void iq_decode(const typename F::Block& b, IqDecoded& out);
-
 }  // namespace df::quant

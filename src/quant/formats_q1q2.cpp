@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/lowbit_lanes.h"
+
 namespace df::quant {
 
 void FormatQ1_0::dequantize_ref(const Block* src, float* dst, int64_t nb) {
@@ -24,22 +26,29 @@ void FormatQ1_0::quantize_ref(const float* x, Block* dst, int64_t nb) {
   }
 }
 
+// ggml's AVX2 order (lowbit_lanes.h): per weight block, lanes d(a_0) * isum_0, then
+// fma(d(a_k), isum_k, .) for the other Q8_0 blocks k, then fma(dw, block, acc).
 float FormatQ1_0::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  float sum = 0.0f;
+  lowbit::Lanes8 acc;
   for (int64_t i = 0; i < nb; ++i) {
-    float block = 0.0f;
+    lowbit::Lanes8 block;
     for (int k = 0; k < 4; ++k) {
       const BlockQ8_0& ab = a[4 * i + k];
-      int32_t isum = 0;
+      int8_t sgn[32];
       for (int j = 0; j < 32; ++j) {
         const int e = 32 * k + j;
-        isum += (w[i].qs[e / 8] >> (e % 8)) & 1 ? ab.qs[j] : -ab.qs[j];
+        sgn[j] = (w[i].qs[e / 8] >> (e % 8)) & 1 ? 1 : -1;
       }
-      block += fp16_to_fp32(ab.d) * static_cast<float>(isum);
+      int32_t isum[8] = {};
+      lowbit::add_lanes(sgn, ab.qs, 1, isum);
+      if (k == 0)
+        block.mul(fp16_to_fp32(ab.d), isum);
+      else
+        block.fma(fp16_to_fp32(ab.d), isum);
     }
-    sum += fp16_to_fp32(w[i].d) * block;
+    acc.fma(fp16_to_fp32(w[i].d), block);
   }
-  return sum;
+  return acc.hsum();
 }
 
 void FormatQ2_0::dequantize_ref(const Block* src, float* dst, int64_t nb) {
@@ -70,6 +79,9 @@ void FormatQ2_0::quantize_ref(const float* x, Block* dst, int64_t nb) {
   }
 }
 
+// ggml's generic code (x86 has no SIMD Q2_0 vec_dot), scalar, with GCC's contractions:
+// per weight block sumi = fma(d(a_k), isum_k, sumi) over its two Q8_0 blocks, then
+// sum = fma(dw, sumi, sum).
 float FormatQ2_0::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
   float sum = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
@@ -81,9 +93,9 @@ float FormatQ2_0::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
         const int e = 32 * k + j;
         isum += (((w[i].qs[e / 4] >> (2 * (e % 4))) & 3) - 1) * ab.qs[j];
       }
-      block += fp16_to_fp32(ab.d) * static_cast<float>(isum);
+      block = std::fma(fp16_to_fp32(ab.d), static_cast<float>(isum), block);
     }
-    sum += fp16_to_fp32(w[i].d) * block;
+    sum = std::fma(fp16_to_fp32(w[i].d), block, sum);
   }
   return sum;
 }

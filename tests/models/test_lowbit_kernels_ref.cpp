@@ -5,7 +5,8 @@
 //   - quantize_row_ref bit exact with from_float_ref where we have one (TQ1_0, TQ2_0,
 //     Q1_0, Q2_0);
 //   - the activation quantiser (Q8_K, or Q8_0) bit exact with the CPU backend's from_float;
-//   - vec_dot / gemm of every ISA against the CPU backend's vec_dot on the same operands.
+//   - vec_dot / gemm of every ISA bit exact with the CPU backend's vec_dot on the same
+//     operands (ggml's f32 accumulation order, lowbit_lanes.h).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -149,9 +150,9 @@ TEST(LowBitRef, QuantizeActBitExactWithGgmlCpuFromFloat) {
   }
 }
 
-// Same prepared operands on both sides: exact integer block sums, so only the order of f32
-// additions may differ (normalised error ~1e-14 expected; budget 1e-10 as for Q8_0).
-TEST(LowBitRef, VecDotMatchesGgmlCpuVecDot) {
+// Same prepared operands on both sides, and the f32 accumulation in ggml's own order
+// (lowbit_lanes.h): every ISA's gemm and vec_dot give llama.cpp's vec_dot bit for bit.
+TEST(LowBitRef, VecDotBitExactWithGgmlCpuVecDot) {
   static df::test::GgmlLibs libs;
   if (!libs.error().empty()) GTEST_SKIP() << libs.error();
   if (!libs.cpu_traits(GGML_TYPE_F32)) GTEST_SKIP() << "no libggml-cpu variant loadable";
@@ -161,31 +162,36 @@ TEST(LowBitRef, VecDotMatchesGgmlCpuVecDot) {
   for (GgmlType t : kLowBitTypes) {
     const auto* ct = libs.cpu_traits(static_cast<ggml_type>(t));
     const int64_t be = df::type_info(t).block_elems;
-    for (int64_t k : {256, 768, 2304, 4096}) {
+    for (int64_t k : {256, 320, 352, 384, 768, 2304, 4096}) {  // odd block counts for the small blocks
       if (k % be) continue;
-      const int rows = 24;
-      const size_t wb = df::row_bytes(t, k);
+      const int rows = 24, n_act = 5;
+      const size_t wb = df::row_bytes(t, k), ab = df::cpu::act_row_bytes(t, k);
       const auto W = df::test::random_rows(t, rows, k, ++seed);
-      std::vector<float> af(k);
+      std::vector<float> af(k * n_act);
       for (auto& v : af) v = dist(rng);
-      std::vector<uint8_t> A(df::cpu::act_row_bytes(t, k));
-      libs.cpu_traits(static_cast<ggml_type>(df::cpu::vec_dot_type(t)))->from_float(af.data(), A.data(), k);
-      std::vector<float> want(rows);
-      for (int i = 0; i < rows; ++i)
-        ct->vec_dot(static_cast<int>(k), &want[i], 0, W.data() + i * wb, 0, A.data(), 0, 1);
-      for (Isa isa : isas()) {
-        std::vector<float> got(rows), got_dot(rows);
-        df::cpu::kernels(isa).gemm(t, k, W.data(), wb, 0, rows, A.data(), A.size(), 1, got.data(), rows);
+      std::vector<uint8_t> A(ab * n_act);
+      const auto* act_traits = libs.cpu_traits(static_cast<ggml_type>(df::cpu::vec_dot_type(t)));
+      for (int r = 0; r < n_act; ++r) act_traits->from_float(af.data() + r * k, A.data() + r * ab, k);
+      std::vector<float> want(rows * n_act);
+      for (int r = 0; r < n_act; ++r)
         for (int i = 0; i < rows; ++i)
-          got_dot[i] = df::cpu::kernels(isa).vec_dot(t, k, W.data() + i * wb, A.data());
-        double num = 0, num_dot = 0, den = 0;
-        for (int i = 0; i < rows; ++i) {
-          num += (double(want[i]) - got[i]) * (double(want[i]) - got[i]);
-          num_dot += (double(want[i]) - got_dot[i]) * (double(want[i]) - got_dot[i]);
-          den += double(want[i]) * want[i];
-        }
-        EXPECT_LE(num / den, 1e-10) << df::type_name(t) << " gemm " << df::cpu::isa_name(isa) << " k=" << k;
-        EXPECT_LE(num_dot / den, 1e-10) << df::type_name(t) << " vec_dot " << df::cpu::isa_name(isa) << " k=" << k;
+          ct->vec_dot(static_cast<int>(k), &want[r * rows + i], 0, W.data() + i * wb, 0, A.data() + r * ab, 0, 1);
+      for (Isa isa : isas()) {
+        std::vector<float> got(rows * n_act);
+        df::cpu::kernels(isa).gemm(t, k, W.data(), wb, 0, rows, A.data(), ab, n_act, got.data(), rows);
+        int differ = 0;
+        double num = 0, den = 0;
+        for (int r = 0; r < n_act; ++r)
+          for (int i = 0; i < rows; ++i) {
+            const float g = got[r * rows + i], wv = want[r * rows + i];
+            const float d = df::cpu::kernels(isa).vec_dot(t, k, W.data() + i * wb, A.data() + r * ab);
+            differ += std::bit_cast<uint32_t>(g) != std::bit_cast<uint32_t>(wv);
+            differ += std::bit_cast<uint32_t>(d) != std::bit_cast<uint32_t>(wv);
+            num += (double(wv) - g) * (double(wv) - g);
+            den += double(wv) * wv;
+          }
+        EXPECT_EQ(differ, 0) << df::type_name(t) << " " << df::cpu::isa_name(isa) << " k=" << k
+                             << ": outputs differing from ggml's vec_dot (normalised error " << num / den << ")";
       }
     }
   }

@@ -12,6 +12,7 @@
 // the decode (grid gathers, sign expansion) costs more than the products.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "quant/cpu/gemm_tiled.h"
@@ -36,6 +37,13 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
 }
 
 inline uint32_t load_u32(const void* p) {
@@ -70,7 +78,9 @@ struct Sub {
   __m256i mag, sgn, sc, dsgn;
 };
 
-// Decoders: Block, kFinal (fixed f32 factor of the block sums), kDelta (IQ1 grid shift),
+// Decoders: Block, kFinal (fixed f32 factor of the block sums), kDelta (IQ1_M grid shift,
+// summed in lanes like the grid values; IQ1_S instead has shift_sum, one integer per block
+// from the activation's bsums, as ggml),
 // kGroup (sub-blocks decoded together), Pro (per-block state from prologue, e.g. the
 // sub-block scales), scale(block) -> f32 block scale, and
 // decode(block, pro, g, sub[kGroup]) for sub-blocks [g kGroup, (g + 1) kGroup).
@@ -238,7 +248,7 @@ struct DecIQ1_S {
   using Block = BlockIQ1_S;
   using Pro = NoPro;
   static constexpr float kFinal = 1.0f;
-  static constexpr bool kDelta = true;
+  static constexpr bool kDelta = false;
   static constexpr int kGroup = 1;
   static float scale(const Block& b) { return fp16(b.d); }
   static void prologue(const Block&, Pro&) {}
@@ -250,7 +260,17 @@ struct DecIQ1_S {
     s.mag = _mm256_sign_epi8(v, v);
     s.sgn = v;
     s.sc = _mm256_set1_epi16(static_cast<short>(2 * ((qh >> 12) & 7) + 1));
-    s.dsgn = _mm256_set1_epi8(qh & 0x8000 ? -1 : 1);
+  }
+  // sum over sub-blocks of (+-1 shift sign) * scale * (sum of its 32 activations)
+  static int32_t shift_sum(const Block& b, const BlockQ8_K& a) {
+    int32_t s = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      const unsigned qh = b.qh[ib];
+      const int32_t ls = 2 * ((qh >> 12) & 7) + 1;
+      const int32_t as = a.bsums[2 * ib] + a.bsums[2 * ib + 1];
+      s += (qh & 0x8000 ? -ls : ls) * as;
+    }
+    return s;
   }
 };
 
@@ -315,12 +335,18 @@ struct DecIQ4_XS {
   }
 };
 
+template <class Dec>
+concept HasShiftSum = requires(const typename Dec::Block& b, const BlockQ8_K& a) { Dec::shift_sum(b, a); };
+
 // Microkernel over one weight row (decoded once per block) and up to kCols activation rows.
+// f32 order as ggml's AVX2 vec_dot (lowbit_lanes.h): acc = fma(d, float(lanes), acc) per
+// block, kFinal * hsum; the IQ1 shift added last as fma(0.125, shift, hsum).
 template <class Dec>
 struct MkIqK {
   static constexpr int kRows = 1, kCols = 4, kRowsDecode = 1;
   using Block = typename Dec::Block;
   static constexpr int G = Dec::kGroup;
+  static constexpr bool kShiftSum = HasShiftSum<Dec>;
 
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
@@ -329,7 +355,11 @@ struct MkIqK {
     const BlockQ8_K* a[C];
     for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const BlockQ8_K*>(ap[c]);
     __m256 acc[C], accd[C];
-    for (int c = 0; c < C; ++c) acc[c] = accd[c] = _mm256_setzero_ps();
+    float acc_shift[C];
+    for (int c = 0; c < C; ++c) {
+      acc[c] = accd[c] = _mm256_setzero_ps();
+      acc_shift[c] = 0.0f;
+    }
     const __m256i ones = _mm256_set1_epi8(1);
     const int64_t nb = n / kQK_K;
     for (int64_t b = 0; b < nb; ++b) {
@@ -358,14 +388,19 @@ struct MkIqK {
       }
       const float dw = Dec::scale(w[b]);
       for (int c = 0; c < C; ++c) {
-        const __m256 d = _mm256_set1_ps(dw * a[c][b].d);
+        const float dd = dw * a[c][b].d;
+        const __m256 d = _mm256_set1_ps(dd);
         acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[c]), acc[c]);
         if constexpr (Dec::kDelta) accd[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dsum[c]), accd[c]);
+        if constexpr (kShiftSum)
+          acc_shift[c] = std::fma(dd, static_cast<float>(Dec::shift_sum(w[b], a[c][b])), acc_shift[c]);
       }
     }
     for (int c = 0; c < C; ++c) {
       if constexpr (Dec::kDelta)
-        out[c] = hsum(acc[c]) + 0.125f * hsum(accd[c]);
+        out[c] = std::fma(0.125f, hsum(accd[c]), hsum(acc[c]));
+      else if constexpr (kShiftSum)
+        out[c] = std::fma(0.125f, acc_shift[c], hsum(acc[c]));
       else
         out[c] = Dec::kFinal * hsum(acc[c]);
     }
@@ -468,6 +503,8 @@ struct MkTq {
 
 // ---------------- IQ4_NL (Q8_0) ----------------
 
+// ggml's order: blocks b (even) and b+1 (odd) into two accumulators, added lane-wise and
+// summed; an odd last block added as a scalar fma.
 struct MkIq4Nl {
   static constexpr int kRows = 1, kCols = 4, kRowsDecode = 1;
 
@@ -477,34 +514,38 @@ struct MkIq4Nl {
     const BlockIQ4_NL* w = reinterpret_cast<const BlockIQ4_NL*>(wp[0]);
     const BlockQ8_0* a[C];
     for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const BlockQ8_0*>(ap[c]);
-    constexpr int U = C == 1 ? 2 : 1;  // independent accumulators for the decode path
-    __m256 acc[U][C];
-    for (int u = 0; u < U; ++u)
+    __m256 acc[2][C];
+    for (int u = 0; u < 2; ++u)
       for (int c = 0; c < C; ++c) acc[u][c] = _mm256_setzero_ps();
     const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
     const __m128i m4 = _mm_set1_epi8(0x0f);
     const __m256i ones16 = _mm256_set1_epi16(1);
     const int64_t nb = n / kQK4_NL;
-    auto step = [&](int64_t b, __m256 (&ac)[C]) {
+    // lane sums of block b against activation row c
+    auto lanes = [&](int64_t b, int c, __m256i mag, __m256i v) {
+      const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[c][b].qs));
+      return _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(q8, v)), ones16);
+    };
+    auto values_of = [&](int64_t b) {
       const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs));
-      const __m256i v = _mm256_setr_m128i(_mm_shuffle_epi8(values, _mm_and_si128(bits, m4)),
-                                          _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(bits, 4), m4)));
-      const __m256i mag = _mm256_sign_epi8(v, v);
-      const float dw = fp16(w[b].d);
-      for (int c = 0; c < C; ++c) {
-        const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[c][b].qs));
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(q8, v)), ones16);
-        ac[c] = _mm256_fmadd_ps(_mm256_set1_ps(fp16(a[c][b].d) * dw), _mm256_cvtepi32_ps(p), ac[c]);
-      }
+      return _mm256_setr_m128i(_mm_shuffle_epi8(values, _mm_and_si128(bits, m4)),
+                               _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(bits, 4), m4)));
     };
     int64_t b = 0;
-    for (; b + U <= nb; b += U)
-      for (int u = 0; u < U; ++u) step(b + u, acc[u]);
-    for (; b < nb; ++b) step(b, acc[0]);
-    for (int c = 0; c < C; ++c) {
-      __m256 s = acc[0][c];
-      for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][c]);
-      out[c] = hsum(s);
+    for (; b + 1 < nb; b += 2)
+      for (int u = 0; u < 2; ++u) {
+        const __m256i v = values_of(b + u), mag = _mm256_sign_epi8(v, v);
+        const float dw = fp16(w[b + u].d);
+        for (int c = 0; c < C; ++c)
+          acc[u][c] = _mm256_fmadd_ps(_mm256_set1_ps(fp16(a[c][b + u].d) * dw), _mm256_cvtepi32_ps(lanes(b + u, c, mag, v)),
+                                      acc[u][c]);
+      }
+    for (int c = 0; c < C; ++c) out[c] = hsum(_mm256_add_ps(acc[0][c], acc[1][c]));
+    if (b < nb) {
+      const __m256i v = values_of(b), mag = _mm256_sign_epi8(v, v);
+      const float dw = fp16(w[b].d);
+      for (int c = 0; c < C; ++c)
+        out[c] = std::fma(fp16(a[c][b].d) * dw, static_cast<float>(hsum_i32(lanes(b, c, mag, v))), out[c]);
     }
   }
 };
@@ -537,6 +578,10 @@ inline __m256i q2_codes(const uint8_t* p) {
       _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(rep, 4), m2), _mm256_and_si256(_mm256_srli_epi32(rep, 6), m3)));
 }
 
+// Q1_0 in ggml's AVX2 order: per weight block, lanes d(a_0) * isum_0, fma(d(a_k), isum_k)
+// for k = 1..3, then acc = fma(dw, block, acc). Q2_0 in ggml's generic (scalar) order: the
+// integer sums of its two Q8_0 blocks by SIMD, then block = fma(d(a_k), isum_k, block),
+// sum = fma(dw, block, sum) in scalar f32.
 template <bool kQ1>
 struct MkQ1Q2 {
   static constexpr int kRows = 1, kCols = 4, kRowsDecode = 1;
@@ -550,7 +595,11 @@ struct MkQ1Q2 {
     const BlockQ8_0* a[C];
     for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const BlockQ8_0*>(ap[c]);
     __m256 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+    float sum[C];
+    for (int c = 0; c < C; ++c) {
+      acc[c] = _mm256_setzero_ps();
+      sum[c] = 0.0f;
+    }
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i ones16 = _mm256_set1_epi16(1);
     const int64_t nb = n / (32 * kSub);
@@ -561,24 +610,32 @@ struct MkQ1Q2 {
         for (int k = 0; k < kSub; ++k) bits[k] = load_u32(w[b].qs + 4 * k);
       else
         for (int k = 0; k < kSub; ++k) codes[k] = q2_codes(w[b].qs + 8 * k);
-      const __m256 dw = _mm256_set1_ps(fp16(w[b].d));
+      const float dw = fp16(w[b].d);
       for (int c = 0; c < C; ++c) {
-        __m256 blk = _mm256_setzero_ps();
-        for (int k = 0; k < kSub; ++k) {
-          const BlockQ8_0& ab = a[c][kSub * b + k];
-          const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
-          __m256i p16;
-          if constexpr (kQ1)
-            p16 = _mm256_maddubs_epi16(ones8, apply_sign_bits(q8, bits[k]));
-          else  // (q - 1) * a = q * a - a; pair sums of q * a <= 2 * 3 * 127
-            p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(codes[k], q8), _mm256_maddubs_epi16(ones8, q8));
-          const __m256i p = _mm256_madd_epi16(p16, ones16);
-          blk = _mm256_fmadd_ps(_mm256_set1_ps(fp16(ab.d)), _mm256_cvtepi32_ps(p), blk);
+        if constexpr (kQ1) {
+          __m256 blk = _mm256_setzero_ps();
+          for (int k = 0; k < kSub; ++k) {
+            const BlockQ8_0& ab = a[c][kSub * b + k];
+            const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, apply_sign_bits(q8, bits[k])), ones16);
+            const __m256 da = _mm256_set1_ps(fp16(ab.d));
+            blk = k == 0 ? _mm256_mul_ps(da, _mm256_cvtepi32_ps(p)) : _mm256_fmadd_ps(da, _mm256_cvtepi32_ps(p), blk);
+          }
+          acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw), blk, acc[c]);
+        } else {
+          float blk = 0.0f;
+          for (int k = 0; k < kSub; ++k) {
+            const BlockQ8_0& ab = a[c][kSub * b + k];
+            const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+            // (q - 1) * a = q * a - a; pair sums of q * a <= 2 * 3 * 127
+            const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(codes[k], q8), _mm256_maddubs_epi16(ones8, q8));
+            blk = std::fma(fp16(ab.d), static_cast<float>(hsum_i32(_mm256_madd_epi16(p16, ones16))), blk);
+          }
+          sum[c] = std::fma(dw, blk, sum[c]);
         }
-        acc[c] = _mm256_fmadd_ps(dw, blk, acc[c]);
       }
     }
-    for (int c = 0; c < C; ++c) out[c] = hsum(acc[c]);
+    for (int c = 0; c < C; ++c) out[c] = kQ1 ? hsum(acc[c]) : sum[c];
   }
 };
 

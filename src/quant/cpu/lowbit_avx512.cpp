@@ -14,6 +14,7 @@
 // arithmetic, bound the speed. Q1_0 / Q2_0 / IQ4_NL are at least as fast in 512 bits.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 // GCC 12's AVX-512 intrinsics trip -Wuninitialized through _mm512_undefined_* (GCC bug 105593).
@@ -30,6 +31,11 @@ namespace {
 
 using quant::kIq4nlValues;
 
+inline uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 inline uint64_t load_u64(const void* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
@@ -66,43 +72,43 @@ struct MkIq4Nl {
     neg = _mm512_movepi8_mask(v);
   }
 
+  // ggml's order: lanes 0-7 hold the even blocks (ggml's accum1), lanes 8-15 the odd ones
+  // (accum2); the 16-lane sum equals hsum_float_8(accum1 + accum2); an odd last block is
+  // added as a scalar fma.
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     static_assert(R == 1);
     const BlockIQ4_NL* w = reinterpret_cast<const BlockIQ4_NL*>(wp[0]);
     const BlockQ8_0* a[C];
     for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const BlockQ8_0*>(ap[c]);
-    constexpr int U = C == 1 ? 2 : 1;
-    __m512 acc[U][C];
-    for (int u = 0; u < U; ++u)
-      for (int c = 0; c < C; ++c) acc[u][c] = _mm512_setzero_ps();
+    __m512 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
     const __m512i zero = _mm512_setzero_si512();
     const int64_t nb = n / kQK4_NL;
-    auto step = [&](int64_t b, bool one, __m512 (&ac)[C]) {
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
       __m512i mag;
       __mmask64 neg;
-      if (one)
-        decode<true>(w + b, mag, neg);
-      else
-        decode<false>(w + b, mag, neg);
-      const float dw0 = fp16(w[b].d), dw1 = one ? 0.0f : fp16(w[b + 1].d);
+      decode<false>(w + b, mag, neg);
+      const float dw0 = fp16(w[b].d), dw1 = fp16(w[b + 1].d);
       for (int c = 0; c < C; ++c) {
-        const __m512i q8 = one ? _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[c][b].qs)))
-                               : two_blocks(a[c][b], a[c][b + 1]);
+        const __m512i q8 = two_blocks(a[c][b], a[c][b + 1]);
         const __m512i isum = _mm512_dpbusd_epi32(zero, mag, _mm512_mask_sub_epi8(q8, neg, zero, q8));
-        const __m512 d = two_scales(fp16(a[c][b].d) * dw0, one ? 0.0f : fp16(a[c][b + 1].d) * dw1);
-        ac[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), ac[c]);
+        const __m512 d = two_scales(fp16(a[c][b].d) * dw0, fp16(a[c][b + 1].d) * dw1);
+        acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[c]);
       }
-    };
-    int64_t b = 0;
-    for (; b + 2 * U <= nb; b += 2 * U)
-      for (int u = 0; u < U; ++u) step(b + 2 * u, false, acc[u]);
-    for (; b + 2 <= nb; b += 2) step(b, false, acc[0]);
-    if (b < nb) step(b, true, acc[0]);
-    for (int c = 0; c < C; ++c) {
-      __m512 s = acc[0][c];
-      for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, acc[u][c]);
-      out[c] = _mm512_reduce_add_ps(s);
+    }
+    for (int c = 0; c < C; ++c) out[c] = _mm512_reduce_add_ps(acc[c]);
+    if (b < nb) {
+      __m512i mag;
+      __mmask64 neg;
+      decode<true>(w + b, mag, neg);
+      const float dw = fp16(w[b].d);
+      for (int c = 0; c < C; ++c) {
+        const __m512i q8 = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[c][b].qs)));
+        const __m512i isum = _mm512_dpbusd_epi32(zero, mag, _mm512_mask_sub_epi8(q8, neg, zero, q8));
+        out[c] = std::fma(fp16(a[c][b].d) * dw, static_cast<float>(_mm512_reduce_add_epi32(isum)), out[c]);
+      }
     }
   }
 };
@@ -121,6 +127,11 @@ inline __m512i q2_codes(const uint8_t* p) {
   return _mm512_or_si512(_mm512_or_si512(b0, b1), _mm512_or_si512(b2, b3));
 }
 
+// Q1_0 in ggml's AVX2 order, in 256-bit lanes: the activation bytes negated under the
+// weight's sign mask (bit clear: -d), vpdpbusd with ones for the 8 lane sums; per weight
+// block d(a_0) * isum_0, fma(d(a_k), isum_k) for k = 1..3, then acc = fma(dw, block, acc).
+// Q2_0 in ggml's generic (scalar) order: integer sums of its two Q8_0 blocks by vpdpbusd,
+// then block = fma(d(a_k), isum_k, block), sum = fma(dw, block, sum) in scalar f32.
 template <bool kQ1>
 struct MkQ1Q2 {
   static constexpr int kRows = 1, kCols = 8, kRowsDecode = 1;
@@ -133,22 +144,31 @@ struct MkQ1Q2 {
     const Block* w = reinterpret_cast<const Block*>(wp[0]);
     const BlockQ8_0* a[C];
     for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const BlockQ8_0*>(ap[c]);
-    __m512 acc[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+    __m256 acc[C];
+    float sum[C];
+    for (int c = 0; c < C; ++c) {
+      acc[c] = _mm256_setzero_ps();
+      sum[c] = 0.0f;
+    }
     const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+    const __m256i ones32 = _mm256_set1_epi8(1), zero32 = _mm256_setzero_si256();
     const int64_t nb = n / (32 * kSub);
     for (int64_t b = 0; b < nb; ++b) {
-      const __m512 dw = _mm512_set1_ps(fp16(w[b].d));
+      const float dw = fp16(w[b].d);
       if constexpr (kQ1) {
-        const __mmask64 neg0 = ~load_u64(w[b].qs), neg1 = ~load_u64(w[b].qs + 8);  // clear bit: -d
+        __mmask32 neg[4];
+        for (int k = 0; k < 4; ++k) neg[k] = ~load_u32(w[b].qs + 4 * k);  // clear bit: -d
         for (int c = 0; c < C; ++c) {
-          const BlockQ8_0* ab = a[c] + 4 * b;
-          const __m512i q0 = two_blocks(ab[0], ab[1]), q1 = two_blocks(ab[2], ab[3]);
-          const __m512i s0 = _mm512_dpbusd_epi32(zero, ones, _mm512_mask_sub_epi8(q0, neg0, zero, q0));
-          const __m512i s1 = _mm512_dpbusd_epi32(zero, ones, _mm512_mask_sub_epi8(q1, neg1, zero, q1));
-          __m512 blk = _mm512_mul_ps(two_scales(fp16(ab[0].d), fp16(ab[1].d)), _mm512_cvtepi32_ps(s0));
-          blk = _mm512_fmadd_ps(two_scales(fp16(ab[2].d), fp16(ab[3].d)), _mm512_cvtepi32_ps(s1), blk);
-          acc[c] = _mm512_fmadd_ps(dw, blk, acc[c]);
+          __m256 blk = _mm256_setzero_ps();
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) {
+            const BlockQ8_0& ab = a[c][4 * b + k];
+            const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+            const __m256i s = _mm256_dpbusd_epi32(zero32, ones32, _mm256_mask_sub_epi8(q8, neg[k], zero32, q8));
+            const __m256 da = _mm256_set1_ps(fp16(ab.d));
+            blk = k == 0 ? _mm256_mul_ps(da, _mm256_cvtepi32_ps(s)) : _mm256_fmadd_ps(da, _mm256_cvtepi32_ps(s), blk);
+          }
+          acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw), blk, acc[c]);
         }
       } else {
         const __m512i q = q2_codes(w[b].qs);
@@ -157,12 +177,23 @@ struct MkQ1Q2 {
           const __m512i q8 = two_blocks(ab[0], ab[1]);
           // (q - 1) * a: sums of q * a minus sums of a, 4 elements per int32 lane
           const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, q, q8), _mm512_dpbusd_epi32(zero, ones, q8));
-          const __m512 blk = _mm512_mul_ps(two_scales(fp16(ab[0].d), fp16(ab[1].d)), _mm512_cvtepi32_ps(s));
-          acc[c] = _mm512_fmadd_ps(dw, blk, acc[c]);
+          const int32_t s0 = _mm512_mask_reduce_add_epi32(0x00ff, s), s1 = _mm512_mask_reduce_add_epi32(0xff00, s);
+          float blk = std::fma(fp16(ab[0].d), static_cast<float>(s0), 0.0f);
+          blk = std::fma(fp16(ab[1].d), static_cast<float>(s1), blk);
+          sum[c] = std::fma(dw, blk, sum[c]);
         }
       }
     }
-    for (int c = 0; c < C; ++c) out[c] = _mm512_reduce_add_ps(acc[c]);
+    for (int c = 0; c < C; ++c) {
+      if constexpr (kQ1) {
+        __m128 s4 = _mm_add_ps(_mm256_extractf128_ps(acc[c], 1), _mm256_castps256_ps128(acc[c]));
+        s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+        out[c] = _mm_cvtss_f32(s4);  // ggml's hsum_float_8
+      } else {
+        out[c] = sum[c];
+      }
+    }
   }
 };
 
