@@ -246,12 +246,22 @@ struct DecIQ3_S {
 
 struct DecIQ1_S {
   using Block = BlockIQ1_S;
-  using Pro = NoPro;
+  // The grid shift's weights per 16-element group: +-(2 s + 1) of its sub-block.
+  struct Pro {
+    __m256i shift16;
+  };
   static constexpr float kFinal = 1.0f;
   static constexpr bool kDelta = false;
   static constexpr int kGroup = 1;
   static float scale(const Block& b) { return fp16(b.d); }
-  static void prologue(const Block&, Pro&) {}
+  static void prologue(const Block& b, Pro& pro) {
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
+    const __m128i ls = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1),
+                                    _mm_set1_epi16(1));
+    const __m128i neg = _mm_srai_epi16(qh, 15);
+    const __m128i v = _mm_sub_epi16(_mm_xor_si128(ls, neg), neg);
+    pro.shift16 = _mm256_setr_m128i(_mm_unpacklo_epi16(v, v), _mm_unpackhi_epi16(v, v));
+  }
   static void decode(const Block& b, const Pro&, int ib, Sub (&sub)[1]) {
     Sub& s = sub[0];
     const unsigned qh = b.qh[ib];
@@ -261,16 +271,10 @@ struct DecIQ1_S {
     s.sgn = v;
     s.sc = _mm256_set1_epi16(static_cast<short>(2 * ((qh >> 12) & 7) + 1));
   }
-  // sum over sub-blocks of (+-1 shift sign) * scale * (sum of its 32 activations)
-  static int32_t shift_sum(const Block& b, const BlockQ8_K& a) {
-    int32_t s = 0;
-    for (int ib = 0; ib < 8; ++ib) {
-      const unsigned qh = b.qh[ib];
-      const int32_t ls = 2 * ((qh >> 12) & 7) + 1;
-      const int32_t as = a.bsums[2 * ib] + a.bsums[2 * ib + 1];
-      s += (qh & 0x8000 ? -ls : ls) * as;
-    }
-    return s;
+  // sum over 16-element groups of (+-1 shift sign) * scale * (the group's activation sum)
+  static int32_t shift_sum(const Pro& pro, const BlockQ8_K& a) {
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+    return hsum_i32(_mm256_madd_epi16(bs, pro.shift16));
   }
 };
 
@@ -336,7 +340,7 @@ struct DecIQ4_XS {
 };
 
 template <class Dec>
-concept HasShiftSum = requires(const typename Dec::Block& b, const BlockQ8_K& a) { Dec::shift_sum(b, a); };
+concept HasShiftSum = requires(const typename Dec::Pro& p, const BlockQ8_K& a) { Dec::shift_sum(p, a); };
 
 // Microkernel over one weight row (decoded once per block) and up to kCols activation rows.
 // f32 order as ggml's AVX2 vec_dot (lowbit_lanes.h): acc = fma(d, float(lanes), acc) per
@@ -393,7 +397,7 @@ struct MkIqK {
         acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[c]), acc[c]);
         if constexpr (Dec::kDelta) accd[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dsum[c]), accd[c]);
         if constexpr (kShiftSum)
-          acc_shift[c] = std::fma(dd, static_cast<float>(Dec::shift_sum(w[b], a[c][b])), acc_shift[c]);
+          acc_shift[c] = std::fma(dd, static_cast<float>(Dec::shift_sum(pro, a[c][b])), acc_shift[c]);
       }
     }
     for (int c = 0; c < C; ++c) {
