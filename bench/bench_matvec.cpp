@@ -9,6 +9,8 @@
 // When built with llama.cpp (DF_LLAMA_SRC/DF_LLAMA_LIB), matvec_ggml/* runs llama.cpp's own
 // CPU vec_dot (the libggml-cpu variant ggml would pick here) row by row on the same data,
 // as a baseline.
+// The IQ / ternary / 1-2 bit formats run on random well-formed blocks (most have no reference
+// quantiser).
 //
 //   bench_matvec --benchmark_format=json
 #include <benchmark/benchmark.h>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../tests/unit/random_blocks.h"
 #include "backend/cpu/thread_pool.h"
 #include "quant/cpu/kernels.h"
 #include "quant/types.h"
@@ -41,9 +44,13 @@ Matrices make_weights(GgmlType t, int64_t rows, int64_t k, size_t min_total_byte
   Matrices m;
   m.row_bytes = df::row_bytes(t, k);
   std::vector<uint8_t> one(m.row_bytes * rows);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (auto& v : row) v = dist(rng);
-    df::cpu::quantize_row_ref(t, row.data(), one.data() + i * m.row_bytes, k);
+  if (df::test::scale_offset(t) != -2 && t != GgmlType::Q8_0) {
+    one = df::test::random_rows(t, rows, k, 1);
+  } else {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (auto& v : row) v = dist(rng);
+      df::cpu::quantize_row_ref(t, row.data(), one.data() + i * m.row_bytes, k);
+    }
   }
   const size_t n_copies = (min_total_bytes + one.size() - 1) / one.size();
   m.copies.assign(n_copies == 0 ? 1 : n_copies, one);
@@ -57,9 +64,12 @@ using GgmlDot = void (*)(int n, float* s, size_t bs, const void* x, size_t bx, c
 // All weight types the kernels support.
 const std::vector<GgmlType>& bench_types() {
   static const std::vector<GgmlType> types = {
-      GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-      GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
-      GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::NVFP4};
+      GgmlType::F32,     GgmlType::F16,    GgmlType::BF16,    GgmlType::Q8_0,   GgmlType::Q4_0,
+      GgmlType::Q4_1,    GgmlType::Q5_0,   GgmlType::Q5_1,    GgmlType::Q2_K,   GgmlType::Q3_K,
+      GgmlType::Q4_K,    GgmlType::Q5_K,   GgmlType::Q6_K,    GgmlType::MXFP4,  GgmlType::NVFP4,
+      GgmlType::IQ1_S,   GgmlType::IQ1_M,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
+      GgmlType::IQ3_XXS, GgmlType::IQ3_S,  GgmlType::IQ4_NL,  GgmlType::IQ4_XS, GgmlType::TQ1_0,
+      GgmlType::TQ2_0,   GgmlType::Q1_0,   GgmlType::Q2_0};
   return types;
 }
 

@@ -17,28 +17,35 @@
 
 namespace df::quant {
 
-// Any block format: geometry plus reference conversions to and from floats.
+// Any block format: geometry plus reference conversion to floats.
 //   dequantize_ref(src[nb blocks], dst[nb * block_elems])
-//   quantize_ref(src[nb * block_elems], dst[nb blocks])   (ggml's quantize_row_*_ref)
 template <class F>
-concept Format = requires(const typename F::Block* cb, typename F::Block* b, const float* cx,
-                          float* x, int64_t nb) {
+concept Format = requires(const typename F::Block* cb, float* x, int64_t nb) {
   { F::type } -> std::convertible_to<GgmlType>;
   { F::block_elems } -> std::convertible_to<int64_t>;
   F::dequantize_ref(cb, x, nb);
+};
+
+// A format with a deterministic reference quantiser (ggml's quantize_row_*_ref)
+//   quantize_ref(src[nb * block_elems], dst[nb blocks]).
+// Formats whose ggml quantiser needs an importance matrix or search tables (most IQ types)
+// have none here: they are read from files, not written.
+template <class F>
+concept QuantizableFormat = Format<F> && requires(const float* cx, typename F::Block* b, int64_t nb) {
   F::quantize_ref(cx, b, nb);
 };
 
 // A format that activations are rounded to before a dot product (ggml's vec_dot_type),
 // with quantize_act doing exactly what ggml-cpu's from_float does on x86 (AVX2 build).
 template <class F>
-concept ActFormat = Format<F> && requires(const float* cx, typename F::Block* b, int64_t nb) {
+concept ActFormat = QuantizableFormat<F> && requires(const float* cx, typename F::Block* b, int64_t nb) {
   F::quantize_act(cx, b, nb);
 };
 
 // A weight format: names its activation format and has a scalar reference dot product
 //   dot_ref(w[nb blocks], a[nb * block_elems / Act::block_elems blocks of Act]) -> float.
-// A weight block spans one or more whole activation blocks (NVFP4: 64 = 2 x Q8_0).
+// A weight block spans one or more whole activation blocks (NVFP4: 64 = 2 x Q8_0;
+// Q1_0: 128 = 4 x Q8_0).
 template <class F>
 concept WeightFormat = Format<F> && ActFormat<typename F::Act> &&
     F::block_elems % F::Act::block_elems == 0 &&

@@ -513,6 +513,7 @@ const std::vector<std::pair<std::string, llama_ftype>>& ftype_names() {
       {"IQ3_S", LLAMA_FTYPE_MOSTLY_IQ3_S},   {"IQ3_M", LLAMA_FTYPE_MOSTLY_IQ3_M},
       {"IQ4_NL", LLAMA_FTYPE_MOSTLY_IQ4_NL}, {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS},
       {"TQ1_0", LLAMA_FTYPE_MOSTLY_TQ1_0},   {"TQ2_0", LLAMA_FTYPE_MOSTLY_TQ2_0},
+      {"Q1_0", LLAMA_FTYPE_MOSTLY_Q1_0},     {"Q2_0", LLAMA_FTYPE_MOSTLY_Q2_0},
       {"MXFP4_MOE", LLAMA_FTYPE_MOSTLY_MXFP4_MOE},
   };
   return names;

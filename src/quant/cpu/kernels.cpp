@@ -106,7 +106,11 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
 void quantize_row_ref(GgmlType t, const float* src, void* dst, int64_t n) {
   check_row_elems(t, n);
   quant::visit_format(quant::WeightFormats{}, t, [&]<class F>(F) {
-    F::quantize_ref(src, static_cast<typename F::Block*>(dst), n / F::block_elems);
+    if constexpr (quant::QuantizableFormat<F>)
+      F::quantize_ref(src, static_cast<typename F::Block*>(dst), n / F::block_elems);
+    else
+      throw Error("no reference quantiser for type " + std::string(type_name(t)) +
+                  " (ggml's needs an importance matrix or search tables)");
   });
 }
 

@@ -1,6 +1,7 @@
 // CPU matrix kernels for every supported weight type: llama.cpp's "vec_dot" scheme.
 // Activations are first rounded to the weight type's dot format (F32 -> F32, F16 -> F16,
-// BF16 -> BF16, Q8_0 -> Q8_0 blocks, later Q8_1 / Q8_K), then each output element is an
+// BF16 -> BF16, Q8_0 / IQ4_NL / Q1_0 / Q2_0 -> Q8_0 blocks, the other IQ and TQ types ->
+// Q8_K blocks), then each output element is an
 // integer or half-precision dot product with the weight row, as ggml does, so that results
 // agree with llama.cpp up to summation order.
 //
@@ -13,6 +14,8 @@
 //   kernels_avx2.cpp, kernels_avx512.cpp   SIMD kernels (Simd<Format> specialisations;
 //                                     a format without one falls back to scalar)
 //   gemm_tiled.h                      register-tiled driver shared by the SIMD kernels
+//   kernels_ext.cpp, lowbit_avx2.cpp, lowbit_avx512.cpp   the IQ / TQ / Q1_0 / Q2_0 family
+//                                     (FormatKernels tables, kernels_isa.h)
 // Numerics (what each weight type computes) are documented in formats_float.h,
 // formats_q8.h and at the top of each ISA file. quantize_act is bit exact with ggml-cpu's
 // from_float on x86 for every ISA; gemm/vec_dot differ from ggml only in f32 summation
@@ -56,8 +59,9 @@ const Kernels& kernels(Isa isa);
 
 // Scalar reference dequantization of a row of type t (any supported type) into floats.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
-// Reference quantization of floats into a row of type t (F32/F16/BF16/Q8_0 ...), as
-// ggml's quantize_row_*_ref (used by the model generator and tests). Both are bit exact
+// Reference quantization of floats into a row of type t (F32/F16/BF16/Q8_0, TQ1_0, TQ2_0,
+// Q1_0, Q2_0 ...), as ggml's quantize_row_*_ref (used by the model generator and tests);
+// throws df::Error for types without one (the IQ types). Both are bit exact
 // with libggml-base's to_float / from_float_ref (tests/models/test_dequant_ref.cpp), except
 // that F16 NaNs keep their payload as F16C does (ggml's portable code writes 0x7e00).
 void quantize_row_ref(GgmlType t, const float* src, void* dst, int64_t n);

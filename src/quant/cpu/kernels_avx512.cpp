@@ -227,6 +227,8 @@ void quantize_act(GgmlType w, const float* x, void* out, int64_t n) {
   quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
     if constexpr (HasSimd<F> || HasFamily<F>)
       Simd<F>::quantize_act(x, out, n);
+    else if (const FormatKernels* k = ext_kernels(Isa::AVX512, w))
+      k->quantize_act(x, out, n);
     else
       kKernelsAvx2.quantize_act(w, x, out, n);
   });
@@ -243,6 +245,8 @@ float vec_dot(GgmlType w, int64_t n, const void* w_row, const void* act_row) {
       return out;
     } else if constexpr (HasFamily<F>) {
       return Simd<F>::vec_dot(n, w_row, act_row);
+    } else if (const FormatKernels* k = ext_kernels(Isa::AVX512, w)) {
+      return k->vec_dot(n, w_row, act_row);
     } else {
       return kKernelsAvx2.vec_dot(w, n, w_row, act_row);
     }
@@ -257,6 +261,8 @@ void gemm(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, 
       tiled::gemm<typename Simd<F>::Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else if constexpr (HasFamily<F>)
       Simd<F>::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+    else if (const FormatKernels* k = ext_kernels(Isa::AVX512, w))
+      k->gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else
       kKernelsAvx2.gemm(w, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
   });
