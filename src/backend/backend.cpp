@@ -25,4 +25,17 @@ Tensor Tensor::reshape(int64_t new_cols) const {
   return t;
 }
 
+Tensor alloc_tensor(Backend& b, GgmlType type, int64_t cols, int64_t rows,
+                    std::vector<std::shared_ptr<Buffer>>& owner) {
+  Tensor t;
+  t.type = type;
+  t.cols = cols;
+  t.rows = rows;
+  t.stride = row_bytes(type, cols);
+  auto buf = b.alloc(t.nbytes());
+  t.data = buf->data();
+  owner.push_back(std::move(buf));
+  return t;
+}
+
 }  // namespace df

@@ -65,6 +65,12 @@ struct AttentionParams {
   float scale = 1.0f;     // usually 1/sqrt(head_dim)
 };
 
+class Backend;
+// A dense tensor [rows, cols] in fresh memory of `b`; the buffer is appended to `owner`,
+// which keeps it alive.
+Tensor alloc_tensor(Backend& b, GgmlType type, int64_t cols, int64_t rows,
+                    std::vector<std::shared_ptr<Buffer>>& owner);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -78,14 +78,7 @@ class Qwen3State final : public ModelState {
 
  private:
   Tensor make(GgmlType t, int64_t cols, int64_t rows, uint64_t& counter) {
-    Tensor out;
-    out.type = t;
-    out.cols = cols;
-    out.rows = rows;
-    out.stride = row_bytes(t, cols);
-    auto buf = backend_.alloc(out.nbytes());
-    out.data = buf->data();
-    buffers_.push_back(std::move(buf));
+    Tensor out = alloc_tensor(backend_, t, cols, rows, buffers_);
     counter += out.nbytes();
     return out;
   }

@@ -59,19 +59,9 @@ KvCache CpuBackend::alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type)
   c.kv_dim = kv_dim;
   c.type = type;
   const int64_t cap = pad_up(n_ctx, kPad);
-  auto make = [&](int64_t cols, int64_t rows) {
-    Tensor t;
-    t.type = type;
-    t.cols = cols;
-    t.rows = rows;
-    t.stride = row_bytes(type, cols);
-    auto buf = alloc(t.nbytes());  // zeroed: padded positions hold finite values
-    t.data = buf->data();
-    c.buffers.push_back(std::move(buf));
-    return t;
-  };
-  c.k = make(kv_dim, cap);  // [cap, kv_dim]: one row per position
-  c.v = make(cap, kv_dim);  // [kv_dim, cap]: transposed
+  // Host buffers are zeroed: padded positions hold finite values.
+  c.k = alloc_tensor(*this, type, kv_dim, cap, c.buffers);  // [cap, kv_dim]: one row per position
+  c.v = alloc_tensor(*this, type, cap, kv_dim, c.buffers);  // [kv_dim, cap]: transposed
   return c;
 }
 
