@@ -8,6 +8,7 @@
 // linear weights ~ N(0, 1/sqrt(fan_in)), norms ~ 1 + N(0, noise), embeddings scaled for a
 // logit spread of logit_std. Small parameters (conv1d, ssm_a, ssm_dt, norms) are always F32.
 #include "qwen35_model.h"
+#include "random_weights.h"
 
 #include <cmath>
 #include <numbers>
@@ -19,29 +20,6 @@
 
 namespace df::make_model {
 namespace {
-
-// splitmix64 + Box-Muller, the generator of make_model.cpp (portable, bit-for-bit).
-struct Rng {
-  uint64_t state;
-  explicit Rng(uint64_t seed) : state(seed) {}
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
-  float normal() {
-    const double u1 = uniform(), u2 = uniform();
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
-  }
-};
-
-uint64_t name_seed(uint64_t seed, const std::string& name) {
-  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the name, keyed by the seed
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 GgmlType type_by_name(const std::string& name) {
   for (uint32_t id = 0; id < 64; ++id) {
