@@ -12,9 +12,12 @@
 // Gated attention mixer: attn_q gives per head [query (hd) | gate (hd)]; q/k RMSNorm per head;
 //   NeoX RoPE on the first rope.dimension_count dims; GQA over the KV cache;
 //   out = attn_output . (attention * sigmoid(gate))
+// qwen35moe (llama.cpp arch "qwen35moe") is the same trunk with the MLP replaced by routed
+//   experts plus a gated shared expert (models/moe_ffn.h), in the MTP layers too.
 // MTP layers (blk.N.nextn.*, N >= block_count - nextn_predict_layers) are loaded and checked
 // but not run here.
-// References read: llama.cpp src/models/qwen35.cpp, delta-net-base.cpp, conversion/qwen.py.
+// References read: llama.cpp src/models/qwen35.cpp, qwen35moe.cpp, delta-net-base.cpp,
+// llama-graph.cpp (build_moe_ffn), conversion/qwen.py.
 #include <cmath>
 #include <string>
 #include <variant>
@@ -23,6 +26,7 @@
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
+#include "models/moe_ffn.h"
 #include "models/qwen35.h"
 #include "models/weights.h"
 
@@ -34,6 +38,8 @@ struct Hparams {
   int64_t n_layer_all = 0;        // block_count: trunk + MTP layers
   std::vector<bool> recurrent;    // per trunk layer: Gated DeltaNet (true) or attention
   int64_t conv_dim = 0;           // 2 * Hk * S + Hv * S: channels of the convolution
+  bool moe = false;               // qwen35moe: MoE FFN in every layer
+  MoeShape moe_shape;
 };
 
 struct Layer {
@@ -57,10 +63,12 @@ struct Layer {
   Tensor q_norm;        // [hd] f32
   Tensor k_norm;        // [hd] f32
   Tensor wo;            // [dim, n_head * hd]
-  // MLP
+  // MLP (qwen35)
   Tensor ffn_gate;      // [n_ff, dim]
   Tensor ffn_up;        // [n_ff, dim]
   Tensor ffn_down;      // [dim, n_ff]
+  // MoE FFN (qwen35moe)
+  MoeFfn moe;
 };
 
 // Integer elements of an array key (any integer or bool element type).
@@ -81,15 +89,29 @@ std::vector<int64_t> int_array(const gguf::File& f, const std::string& key) {
   return out;
 }
 
+// A key that is a number or an array of one value per layer: the value, which must be the same
+// for every layer (per-layer expert counts are not supported).
+int64_t uniform_u(const gguf::File& f, const std::string& key, int64_t dflt) {
+  const gguf::Value* v = f.find(key);
+  if (!v) return dflt;
+  if (v->type != gguf::ValueType::ARRAY) return static_cast<int64_t>(f.get_u64(key));
+  const auto vals = int_array(f, key);
+  if (vals.empty()) throw Error("key '" + key + "' is an empty array");
+  for (auto x : vals)
+    if (x != vals[0]) throw Error("key '" + key + "' differs between layers (unsupported)");
+  return vals[0];
+}
+
 Hparams read_hparams(const gguf::File& f) {
-  const std::string a = "qwen35.";
+  const std::string arch = f.get_string("general.architecture");
+  const std::string a = arch + ".";
   auto u = [&](const std::string& k) { return static_cast<int64_t>(f.get_u64(a + k)); };
   auto u_or = [&](const std::string& k, int64_t d) {
     return static_cast<int64_t>(f.get_u64(a + k, static_cast<uint64_t>(d)));
   };
   Hparams hp;
   ModelInfo& m = hp.info;
-  m.arch = "qwen35";
+  m.arch = arch;
   m.name = f.get_string("general.name", "");
   hp.n_layer_all = u("block_count");
   m.n_layer_nextn = u_or("nextn_predict_layers", 0);
@@ -158,6 +180,26 @@ Hparams read_hparams(const gguf::File& f) {
     for (int64_t l = 0; l < m.n_layer; ++l) hp.recurrent[static_cast<size_t>(l)] = (l + 1) % interval != 0;
   }
   for (bool r : hp.recurrent) m.n_layer_recurrent += r ? 1 : 0;
+
+  hp.moe = arch == "qwen35moe";
+  if (hp.moe) {  // llama.cpp qwen35moe: softmax gating, weights renormalised, no scale
+    MoeShape& e = hp.moe_shape;
+    e.n_embd = m.n_embd;
+    e.n_expert = u("expert_count");
+    e.n_used = uniform_u(f, a + "expert_used_count", 0);
+    if (e.n_expert <= 0 || e.n_used <= 0 || e.n_used > e.n_expert || e.n_expert > 512)
+      throw Error(arch + ": expert_count must be in [1, 512] and expert_used_count in [1, expert_count]");
+    e.n_ff_exp = uniform_u(f, a + "expert_feed_forward_length", m.n_ff / e.n_used);
+    e.n_ff_shexp = u_or("expert_shared_feed_forward_length", m.n_ff);
+    if (e.n_ff_exp <= 0 || e.n_ff_shexp <= 0)
+      throw Error(arch + ": expert_feed_forward_length and expert_shared_feed_forward_length must be positive");
+    e.norm_weights = true;
+    e.weights_scale = 0.0f;
+    m.n_expert = e.n_expert;
+    m.n_expert_used = e.n_used;
+    m.n_ff_exp = e.n_ff_exp;
+    m.n_ff_shexp = e.n_ff_shexp;
+  }
   return hp;
 }
 
@@ -203,8 +245,13 @@ class Qwen35State final : public ModelState {
       v = make(GgmlType::F32, kv, B, scratch_bytes_);
       att = make(GgmlType::F32, qd, B, scratch_bytes_);
     }
-    ffn_gate = make(GgmlType::F32, m.n_ff, B, scratch_bytes_);
-    ffn_up = make(GgmlType::F32, m.n_ff, B, scratch_bytes_);
+    if (hp.moe) {
+      moe = alloc_moe_scratch(b, hp.moe_shape, B, buffers_, scratch_bytes_);
+      ffn_out = make(GgmlType::F32, m.n_embd, B, scratch_bytes_);
+    } else {
+      ffn_gate = make(GgmlType::F32, m.n_ff, B, scratch_bytes_);
+      ffn_up = make(GgmlType::F32, m.n_ff, B, scratch_bytes_);
+    }
     logits_last = make(GgmlType::F32, m.n_vocab, 1, scratch_bytes_);
     n_vocab_ = m.n_vocab;
     for (const auto& t : conv) max_state_bytes_ = std::max<uint64_t>(max_state_bytes_, t.nbytes());
@@ -269,6 +316,8 @@ class Qwen35State final : public ModelState {
   Tensor q, gate, att;                   // [B, n_head * hd]
   Tensor k, v;                           // [B, n_head_kv * hd]
   Tensor ffn_gate, ffn_up;               // [B, n_ff]
+  MoeScratch moe;                        // qwen35moe: the MoE FFN's activations
+  Tensor ffn_out;                        // [B, dim] qwen35moe: MoE FFN output
   Tensor logits_last;                    // [1, n_vocab]
 
  private:
@@ -312,9 +361,16 @@ class Qwen35 final : public Model {
     output_ = m.tied_output ? tok_embd_ : w.get("output.weight", dim, m.n_vocab);
     for (int64_t l = 0; l < m.n_layer; ++l) layers_.push_back(load_layer(w, l, hp_.recurrent[static_cast<size_t>(l)]));
     m.weight_bytes = w.bytes_loaded();
-    // One decode step reads every trunk weight once, but one row of the embedding table.
+    // One decode step reads every trunk weight once, but one row of the embedding table (and of
+    // a MoE layer only the router, the chosen experts and the shared expert).
     const uint64_t emb_bytes = tok_embd_.nbytes();
     m.bytes_per_token = m.weight_bytes - emb_bytes + tok_embd_.stride + (m.tied_output ? emb_bytes : 0);
+    if (hp_.moe)
+      for (const Layer& L : layers_)
+        m.bytes_per_token -= L.moe.gate_exps.nbytes() + L.moe.up_exps.nbytes() + L.moe.down_exps.nbytes() +
+                             L.moe.router.nbytes() + L.moe.shexp_gate_inp.nbytes() + L.moe.shexp_gate.nbytes() +
+                             L.moe.shexp_up.nbytes() + L.moe.shexp_down.nbytes() -
+                             moe_bytes_per_token(hp_.moe_shape, L.moe);
 
     // MTP layers: checked, not run.
     WeightLoader mtp(f, b);
@@ -359,6 +415,12 @@ class Qwen35 final : public Model {
       }
       b.add(x, xn);                                             // residual
       b.rms_norm(x, L.post_norm, m.rms_eps, xn);
+      if (hp_.moe) {
+        const Tensor out = s.ffn_out.slice_rows(0, n);
+        moe_ffn(b, hp_.moe_shape, L.moe, s.moe, xn, out);       // out [n, dim]
+        b.add(x, out);
+        continue;
+      }
       const Tensor gate = s.ffn_gate.slice_rows(0, n), up = s.ffn_up.slice_rows(0, n);
       b.matmul(L.ffn_gate, xn, gate);                           // gate [n, n_ff]
       b.matmul(L.ffn_up, xn, up);                               // up [n, n_ff]
@@ -456,6 +518,10 @@ class Qwen35 final : public Model {
     const ModelInfo& m = hp_.info;
     L.attn_norm = w.get_f32(p + "attn_norm.weight", m.n_embd);
     L.post_norm = w.get_f32(p + "post_attention_norm.weight", m.n_embd);
+    if (hp_.moe) {
+      L.moe = load_moe_ffn(w, p, hp_.moe_shape);
+      return;
+    }
     L.ffn_gate = w.get(p + "ffn_gate.weight", m.n_embd, m.n_ff);
     L.ffn_up = w.get(p + "ffn_up.weight", m.n_embd, m.n_ff);
     L.ffn_down = w.get(p + "ffn_down.weight", m.n_ff, m.n_embd);

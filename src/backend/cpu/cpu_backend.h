@@ -47,6 +47,13 @@ class CpuBackend final : public Backend {
   void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y) override;
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                         const Tensor& state, float scale, const Tensor& out) override;
+  // Mixture-of-experts ops (moe_ops.cpp).
+  void moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids,
+                 const Tensor& weights) override;
+  void matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                 const Tensor& y) override;
+  void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
+                   const Tensor& out) override;
 
   int threads() const { return pool_.size(); }
   Isa isa() const { return kernels_.isa; }
@@ -63,6 +70,7 @@ class CpuBackend final : public Backend {
   const SsmVec& ssm_;
   ThreadPool pool_;
   std::vector<uint8_t> act_buf_;
+  std::vector<uint8_t> moe_buf_;  // matmul_id: rows gathered by expert, their products
   std::vector<std::vector<float>> thread_buf_;
   std::vector<std::vector<uint8_t>> thread_bytes_;
 };

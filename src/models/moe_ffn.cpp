@@ -1,0 +1,85 @@
+// The MoE FFN block (moe_ffn.h), in the op order of llama.cpp's build_moe_ffn and
+// qwen35moe's build_layer_ffn, so that each intermediate can be compared with the reference.
+#include "models/moe_ffn.h"
+
+#include "common/error.h"
+
+namespace df {
+
+MoeFfn load_moe_ffn(WeightLoader& w, const std::string& p, const MoeShape& s) {
+  const int64_t dim = s.n_embd, E = s.n_expert, ff = s.n_ff_exp, sh = s.n_ff_shexp;
+  MoeFfn f;
+  f.router = w.get(p + "ffn_gate_inp.weight", dim, E);
+  f.gate_exps = w.get_stack(p + "ffn_gate_exps.weight", dim, ff, E);
+  f.up_exps = w.get_stack(p + "ffn_up_exps.weight", dim, ff, E);
+  f.down_exps = w.get_stack(p + "ffn_down_exps.weight", ff, dim, E);
+  if (sh > 0) {
+    f.shexp_gate_inp = w.get(p + "ffn_gate_inp_shexp.weight", dim, 1);
+    f.shexp_gate = w.get(p + "ffn_gate_shexp.weight", dim, sh);
+    f.shexp_up = w.get(p + "ffn_up_shexp.weight", dim, sh);
+    f.shexp_down = w.get(p + "ffn_down_shexp.weight", sh, dim);
+  }
+  return f;
+}
+
+MoeScratch alloc_moe_scratch(Backend& b, const MoeShape& s, int64_t B, std::vector<std::shared_ptr<Buffer>>& owner,
+                             uint64_t& bytes) {
+  auto make = [&](GgmlType t, int64_t cols, int64_t rows) {
+    Tensor out = alloc_tensor(b, t, cols, rows, owner);
+    bytes += out.nbytes();
+    return out;
+  };
+  MoeScratch t;
+  const int64_t k = s.n_used;
+  t.logits = make(GgmlType::F32, s.n_expert, B);
+  t.ids = make(GgmlType::I32, k, B);
+  t.weights = make(GgmlType::F32, k, B);
+  t.gate = make(GgmlType::F32, s.n_ff_exp, B * k);
+  t.up = make(GgmlType::F32, s.n_ff_exp, B * k);
+  t.down = make(GgmlType::F32, s.n_embd, B * k);
+  if (s.n_ff_shexp > 0) {
+    t.sh_gate = make(GgmlType::F32, s.n_ff_shexp, B);
+    t.sh_up = make(GgmlType::F32, s.n_ff_shexp, B);
+    t.sh_out = make(GgmlType::F32, s.n_embd, B);
+    t.sh_g = make(GgmlType::F32, 1, B);
+  }
+  return t;
+}
+
+void moe_ffn(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& xn,
+             const Tensor& out) {
+  const int64_t n = xn.rows, k = s.n_used;
+  if (n > t.logits.rows) throw Error("moe_ffn: more rows than the scratch holds");
+  const Tensor logits = t.logits.slice_rows(0, n), ids = t.ids.slice_rows(0, n), w = t.weights.slice_rows(0, n);
+  const Tensor gate = t.gate.slice_rows(0, n * k), up = t.up.slice_rows(0, n * k), down = t.down.slice_rows(0, n * k);
+  b.matmul(f.router, xn, logits);                              // logits [n, E]
+  b.moe_route(logits, s.norm_weights, s.weights_scale, ids, w);  // ids, w [n, k]
+  b.matmul_id(f.up_exps, s.n_expert, xn, ids, up);             // up [n * k, n_ff_exp]
+  b.matmul_id(f.gate_exps, s.n_expert, xn, ids, gate);         // gate [n * k, n_ff_exp]
+  b.swiglu(gate, up, gate);
+  b.matmul_id(f.down_exps, s.n_expert, gate, ids, down);       // down [n * k, dim]
+  if (s.n_ff_shexp == 0) {
+    b.moe_combine(down, w, Tensor{}, Tensor{}, out);
+    return;
+  }
+  const Tensor sg = t.sh_gate.slice_rows(0, n), su = t.sh_up.slice_rows(0, n);
+  const Tensor so = t.sh_out.slice_rows(0, n), g = t.sh_g.slice_rows(0, n);
+  b.matmul(f.shexp_up, xn, su);                                // su [n, n_ff_shexp]
+  b.matmul(f.shexp_gate, xn, sg);                              // sg [n, n_ff_shexp]
+  b.swiglu(sg, su, sg);
+  b.matmul(f.shexp_down, sg, so);                              // so [n, dim]
+  b.matmul(f.shexp_gate_inp, xn, g);                           // g [n, 1]
+  b.unary(UnaryOp::SIGMOID, g, g);
+  b.moe_combine(down, w, so, g, out);                          // out [n, dim]
+}
+
+uint64_t moe_bytes_per_token(const MoeShape& s, const MoeFfn& f) {
+  const uint64_t per_expert = (f.gate_exps.nbytes() + f.up_exps.nbytes() + f.down_exps.nbytes()) /
+                              static_cast<uint64_t>(s.n_expert);
+  uint64_t bytes = f.router.nbytes() + per_expert * static_cast<uint64_t>(s.n_used);
+  if (s.n_ff_shexp > 0)
+    bytes += f.shexp_gate_inp.nbytes() + f.shexp_gate.nbytes() + f.shexp_up.nbytes() + f.shexp_down.nbytes();
+  return bytes;
+}
+
+}  // namespace df
