@@ -19,7 +19,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/cpu_backend.h"
+#include "common/error.h"
 #include "diskformer/engine.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
 #include "ref_harness.h"
 
 namespace df {
@@ -180,6 +184,40 @@ TEST_P(Qwen35MoeRef, LogitsAndGreedyMatchLlamaCpp) {
                 "positions checked\n",
                 c.name.c_str(), static_cast<long long>(chunk), c.tie_margin, excused, checked);
   }
+}
+
+// A file whose MoE tensors do not match its keys is a clear error naming the tensor: a missing
+// expert stack, and an expert_count that disagrees with the stacks' shapes.
+TEST(Qwen35MoeLoad, MismatchedExpertTensorsAreClearErrors) {
+  const std::string base = reftest::make_model(
+      "qwen35moe_load",
+      "--arch qwen35moe --layers 1 --full-attn-interval 1 --dim 64 --ff 128 --heads 2 --kv-heads 1 --head-dim 32 "
+      "--experts 8 --experts-used 2 --type f32");
+  auto f = gguf::File::open(base);
+  auto rewrite = [&](const std::string& out, const std::string& drop, uint32_t experts) {
+    gguf::Writer w;
+    for (const auto& [k, v] : f->metadata()) w.set(k, v);
+    if (experts) w.set_u32("qwen35moe.expert_count", experts);
+    for (const auto& t : f->tensors())
+      if (t.name != drop) w.add_tensor(t.name, t.type, t.ne, f->tensor_data(t), t.nbytes);
+    w.write(out);
+    return out;
+  };
+  const std::string dir = reftest::work_dir();
+  cpu::CpuBackend backend(cpu::CpuOptions{1, cpu::Isa::SCALAR});
+  auto expect_error = [&](const std::string& path, const std::string& needle) {
+    auto g = gguf::File::open(path);
+    try {
+      load_model(*g, backend);
+      ADD_FAILURE() << path << " loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error(rewrite(dir + "/qwen35moe_no_up.gguf", "blk.0.ffn_up_exps.weight", 0), "blk.0.ffn_up_exps.weight");
+  expect_error(rewrite(dir + "/qwen35moe_e7.gguf", "", 7), "ffn_gate_inp.weight");
+  auto ok = gguf::File::open(base);
+  EXPECT_EQ(load_model(*ok, backend)->info().n_expert, 8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Qwen35MoeRef, ::testing::ValuesIn(cases()),
