@@ -22,26 +22,20 @@ MoeFfn load_moe_ffn(WeightLoader& w, const std::string& p, const MoeShape& s) {
   return f;
 }
 
-MoeScratch alloc_moe_scratch(Backend& b, const MoeShape& s, int64_t B, std::vector<std::shared_ptr<Buffer>>& owner,
-                             uint64_t& bytes) {
-  auto make = [&](GgmlType t, int64_t cols, int64_t rows) {
-    Tensor out = alloc_tensor(b, t, cols, rows, owner);
-    bytes += out.nbytes();
-    return out;
-  };
+MoeScratch make_moe_scratch(const MoeShape& s, const std::function<Tensor(int64_t cols, GgmlType type)>& make) {
   MoeScratch t;
   const int64_t k = s.n_used;
-  t.logits = make(GgmlType::F32, s.n_expert, B);
-  t.ids = make(GgmlType::I32, k, B);
-  t.weights = make(GgmlType::F32, k, B);
-  t.gate = make(GgmlType::F32, s.n_ff_exp, B * k);
-  t.up = make(GgmlType::F32, s.n_ff_exp, B * k);
-  t.down = make(GgmlType::F32, s.n_embd, B * k);
+  t.logits = make(s.n_expert, GgmlType::F32);
+  t.ids = make(k, GgmlType::I32);
+  t.weights = make(k, GgmlType::F32);
+  t.gate = make(k * s.n_ff_exp, GgmlType::F32).reshape(s.n_ff_exp);
+  t.up = make(k * s.n_ff_exp, GgmlType::F32).reshape(s.n_ff_exp);
+  t.down = make(k * s.n_embd, GgmlType::F32).reshape(s.n_embd);
   if (s.n_ff_shexp > 0) {
-    t.sh_gate = make(GgmlType::F32, s.n_ff_shexp, B);
-    t.sh_up = make(GgmlType::F32, s.n_ff_shexp, B);
-    t.sh_out = make(GgmlType::F32, s.n_embd, B);
-    t.sh_g = make(GgmlType::F32, 1, B);
+    t.sh_gate = make(s.n_ff_shexp, GgmlType::F32);
+    t.sh_up = make(s.n_ff_shexp, GgmlType::F32);
+    t.sh_out = make(s.n_embd, GgmlType::F32);
+    t.sh_g = make(1, GgmlType::F32);
   }
   return t;
 }

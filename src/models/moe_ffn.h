@@ -6,6 +6,7 @@
 //   out = sum_j w_j * down_j(silu(gate_j . x) * (up_j . x)) + sigmoid(g . x) * shared(x)
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,8 +51,9 @@ struct MoeScratch {
 
 // Reads the block's tensors blk.<l>.ffn_* (prefix "blk.<l>.").
 MoeFfn load_moe_ffn(WeightLoader& w, const std::string& prefix, const MoeShape& s);
-MoeScratch alloc_moe_scratch(Backend& b, const MoeShape& s, int64_t max_rows,
-                             std::vector<std::shared_ptr<Buffer>>& owner, uint64_t& bytes);
+// The scratch from `make(cols, type)`, which returns a dense [B, cols] tensor (B rows: the
+// most rows one call takes); the per-slot tensors are [B, k * cols] seen as [B * k, cols].
+MoeScratch make_moe_scratch(const MoeShape& s, const std::function<Tensor(int64_t cols, GgmlType type)>& make);
 // out [n, dim] = MoE(xn [n, dim]); out must not alias xn.
 void moe_ffn(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& xn,
              const Tensor& out);

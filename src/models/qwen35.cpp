@@ -246,7 +246,7 @@ class Qwen35State final : public ModelState {
       att = make(GgmlType::F32, qd, B, scratch_bytes_);
     }
     if (hp.moe) {
-      moe = alloc_moe_scratch(b, hp.moe_shape, B, buffers_, scratch_bytes_);
+      moe = make_moe_scratch(hp.moe_shape, [&](int64_t cols, GgmlType t) { return make(t, cols, B, scratch_bytes_); });
       ffn_out = make(GgmlType::F32, m.n_embd, B, scratch_bytes_);
     } else {
       ffn_gate = make(GgmlType::F32, m.n_ff, B, scratch_bytes_);
