@@ -2,9 +2,54 @@
 // qwen35moe's build_layer_ffn, so that each intermediate can be compared with the reference.
 #include "models/moe_ffn.h"
 
+#include <variant>
+
 #include "common/error.h"
+#include "gguf/gguf.h"
 
 namespace df {
+namespace {
+
+// A key holding a number, or an array of one number per layer that must all be equal.
+int64_t uniform_key(const gguf::File& f, const std::string& key, int64_t dflt) {
+  const gguf::Value* v = f.find(key);
+  if (!v) return dflt;
+  if (v->type != gguf::ValueType::ARRAY) return static_cast<int64_t>(v->as_u64(key));
+  std::vector<int64_t> vals;
+  std::visit(
+      [&](const auto& vec) {
+        using E = typename std::decay_t<decltype(vec)>::value_type;
+        if constexpr (std::is_integral_v<E>) {
+          for (auto e : vec) vals.push_back(static_cast<int64_t>(e));
+        } else {
+          throw Error("key '" + key + "' must be an integer or an array of integers");
+        }
+      },
+      v->as_array(key));
+  if (vals.empty()) throw Error("key '" + key + "' is an empty array");
+  for (auto x : vals)
+    if (x != vals[0]) throw Error("key '" + key + "' differs between layers (not supported)");
+  return vals[0];
+}
+
+}  // namespace
+
+MoeShape read_moe_shape(const gguf::File& f, const ModelInfo& m) {
+  const std::string a = m.arch + ".";
+  MoeShape e;
+  e.n_embd = m.n_embd;
+  e.n_expert = uniform_key(f, a + "expert_count", 0);
+  e.n_used = uniform_key(f, a + "expert_used_count", 0);
+  if (e.n_expert <= 0 || e.n_expert > 512 || e.n_used <= 0 || e.n_used > e.n_expert)
+    throw Error(m.arch + ": expert_count must be in [1, 512] and expert_used_count in [1, expert_count]");
+  e.n_ff_exp = uniform_key(f, a + "expert_feed_forward_length", m.n_ff / e.n_used);
+  e.n_ff_shexp = uniform_key(f, a + "expert_shared_feed_forward_length", m.n_ff);
+  if (e.n_ff_exp <= 0 || e.n_ff_shexp <= 0)
+    throw Error(m.arch + ": expert_feed_forward_length and expert_shared_feed_forward_length must be positive");
+  e.norm_weights = true;
+  e.weights_scale = 0.0f;
+  return e;
+}
 
 MoeFfn load_moe_ffn(WeightLoader& w, const std::string& p, const MoeShape& s) {
   const int64_t dim = s.n_embd, E = s.n_expert, ff = s.n_ff_exp, sh = s.n_ff_shexp;
@@ -65,6 +110,11 @@ void moe_ffn(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t
   b.matmul(f.shexp_gate_inp, xn, g);                           // g [n, 1]
   b.unary(UnaryOp::SIGMOID, g, g);
   b.moe_combine(down, w, so, g, out);                          // out [n, dim]
+}
+
+uint64_t moe_weight_bytes(const MoeFfn& f) {
+  return f.router.nbytes() + f.gate_exps.nbytes() + f.up_exps.nbytes() + f.down_exps.nbytes() +
+         f.shexp_gate_inp.nbytes() + f.shexp_gate.nbytes() + f.shexp_up.nbytes() + f.shexp_down.nbytes();
 }
 
 uint64_t moe_bytes_per_token(const MoeShape& s, const MoeFfn& f) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "models/model.h"
 #include "models/weights.h"
 
 namespace df {
@@ -49,6 +50,11 @@ struct MoeScratch {
   Tensor sh_g;          // [B, 1] shared expert gate
 };
 
+// The expert keys of <m.arch>.*: expert_count, expert_used_count, expert_feed_forward_length
+// (default n_ff / used), expert_shared_feed_forward_length (default n_ff), as llama.cpp's
+// qwen35moe loader reads them (softmax gating, weights renormalised, no scale). A per-layer
+// array is accepted when all its entries agree.
+MoeShape read_moe_shape(const gguf::File& f, const ModelInfo& m);
 // Reads the block's tensors blk.<l>.ffn_* (prefix "blk.<l>.").
 MoeFfn load_moe_ffn(WeightLoader& w, const std::string& prefix, const MoeShape& s);
 // The scratch from `make(cols, type)`, which returns a dense [B, cols] tensor (B rows: the
@@ -57,7 +63,8 @@ MoeScratch make_moe_scratch(const MoeShape& s, const std::function<Tensor(int64_
 // out [n, dim] = MoE(xn [n, dim]); out must not alias xn.
 void moe_ffn(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& xn,
              const Tensor& out);
-// Weight bytes one token reads: router, n_used experts, the shared expert.
+// Weight bytes of the block, and those one token reads: router, n_used experts, the shared expert.
+uint64_t moe_weight_bytes(const MoeFfn& f);
 uint64_t moe_bytes_per_token(const MoeShape& s, const MoeFfn& f);
 
 }  // namespace df
