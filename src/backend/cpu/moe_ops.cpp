@@ -70,16 +70,15 @@ void CpuBackend::moe_route(const Tensor& logits, bool normalize, float scale, co
     softmax_row(kernels_.isa, trow(logits, r), p, E);
     int32_t* id = trow<int32_t>(ids, r);
     float* w = trow(weights, r);
-    // top-k by selection: the largest remaining p, the lowest index among equals
+    // top-k by selection: the largest remaining p, the lowest index among equals; a chosen
+    // expert's p is then set to -1 (below every probability)
     for (int64_t j = 0; j < k; ++j) {
-      int64_t best = -1;
-      for (int64_t e = 0; e < E; ++e) {
-        bool taken = false;
-        for (int64_t i = 0; i < j; ++i) taken = taken || id[i] == e;
-        if (!taken && (best < 0 || p[e] > p[best])) best = e;
-      }
+      int64_t best = 0;
+      for (int64_t e = 1; e < E; ++e)
+        if (p[e] > p[best]) best = e;
       id[j] = static_cast<int32_t>(best);
       w[j] = p[best];
+      p[best] = -1.0f;
     }
     if (normalize) {
       double sum = 0.0;  // ggml_vec_sum_f32
