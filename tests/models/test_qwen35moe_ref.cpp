@@ -220,54 +220,6 @@ TEST(Qwen35MoeLoad, MismatchedExpertTensorsAreClearErrors) {
   EXPECT_EQ(load_model(*ok, backend)->info().n_expert, 8);
 }
 
-// Server batches and speculative verify through the MoE: two sequences in one batch (their
-// rows share the experts' grouped products) give each sequence's logits of separate runs, and
-// a verify-style forward with snapshots followed by accept() continues as a plain run does.
-TEST(Qwen35MoeBatch, TwoSequencesAndVerifyRowsMatchSeparateRuns) {
-  const std::string path = reftest::make_model("qwen35moe_batch", std::string(kShapeA) + " --type f32 --seed 33");
-  auto f = gguf::File::open(path);
-  cpu::CpuBackend backend(cpu::CpuOptions{2, cpu::best_isa()});
-  auto model = load_model(*f, backend);
-  const int64_t V = model->info().n_vocab;
-  StateOptions so;
-  so.n_ctx = 64;
-  so.max_chunk = 32;
-  so.max_snapshots = 4;
-  std::vector<int32_t> p1, p2;
-  for (int i = 0; i < 12; ++i) p1.push_back((i * 37 + 5) % static_cast<int32_t>(V));
-  for (int i = 0; i < 9; ++i) p2.push_back((i * 101 + 17) % static_cast<int32_t>(V));
-  auto logits_of = [&](const ForwardOutputs& o) {
-    std::vector<float> out(static_cast<size_t>(o.n_out() * V));
-    backend.download(o.logits, out.data(), out.size() * sizeof(float));
-    return out;
-  };
-  auto s1 = model->new_state(so), s2 = model->new_state(so);
-  const auto l1 = logits_of(model->forward(*s1, Batch::sequence(p1.data(), 12, 0, true)));
-  const auto l2 = logits_of(model->forward(*s2, Batch::sequence(p2.data(), 9, 0, true)));
-
-  auto a = model->new_state(so), b = model->new_state(so);
-  Batch both;
-  for (int i = 0; i < 12; ++i) both.add(p1[static_cast<size_t>(i)], i, 0, true);
-  for (int i = 0; i < 9; ++i) both.add(p2[static_cast<size_t>(i)], i, 1, true);
-  ModelState* st[2] = {a.get(), b.get()};
-  const auto lb = logits_of(model->forward(std::span<ModelState* const>(st, 2), both));
-  const std::vector<float> lb1(lb.begin(), lb.begin() + 12 * V), lb2(lb.begin() + 12 * V, lb.end());
-  EXPECT_LT(reftest::normalised_error(l1.data(), lb1.data(), l1.size()), 1e-10);
-  EXPECT_LT(reftest::normalised_error(l2.data(), lb2.data(), l2.size()), 1e-10);
-
-  // verify: 8 tokens, then 4 drafted rows with snapshots of which 2 are accepted, then the
-  // next token: its logits are those of position 10 of the plain run.
-  auto v = model->new_state(so);
-  model->forward(*v, Batch::sequence(p1.data(), 8, 0, false));
-  ForwardOptions fo;
-  fo.snapshots = true;
-  std::vector<int32_t> draft = {p1[8], p1[9], 3, 4};
-  model->forward(*v, Batch::sequence(draft.data(), 4, 8, true), fo);
-  v->accept(2);
-  const auto next = logits_of(model->forward(*v, Batch::sequence(&p1[10], 1, 10, false)));
-  EXPECT_LT(reftest::normalised_error(l1.data() + 10 * V, next.data(), static_cast<size_t>(V)), 1e-10);
-}
-
 INSTANTIATE_TEST_SUITE_P(Models, Qwen35MoeRef, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 

@@ -167,7 +167,7 @@ void CpuBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, c
     const uint8_t* We = Wp + W.stride * static_cast<size_t>(e * m);
     for (int64_t g0 = start[e]; g0 < start[e + 1]; g0 += act_block) {
       const int64_t nr = std::min(act_block, start[e + 1] - g0);
-      kernels_.gemm(W.type, cols, We, W.stride, i0, i1, gathered + act_stride * static_cast<size_t>(g0), act_stride,
+      gemm_rows(W.type, cols, We, W.stride, i0, i1, gathered + act_stride * static_cast<size_t>(g0), act_stride,
                     nr, out + g0 * m, m);
     }
   });
