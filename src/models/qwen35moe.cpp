@@ -4,8 +4,9 @@
 // expert_used_count experts per token with their weights renormalised to 1, each a SwiGLU of
 // expert_feed_forward_length, plus a shared SwiGLU expert scaled by sigmoid(ffn_gate_inp_shexp . x):
 //   x += mixer(rmsnorm(x, attn_norm));  x += MoE(rmsnorm(x, post_attention_norm))
-// MTP layers (blk.N.nextn.*) are full-attention blocks with the same MoE FFN: loaded and
-// checked here.
+// MTP layers (blk.N.nextn.*) are full-attention blocks with the same MoE FFN: the first is
+// the head of qwen35_mtp.cpp (Model::mtp(), as llama.cpp's qwen35moe graph_mtp), any further
+// ones are loaded and checked.
 // References read: llama.cpp src/models/qwen35moe.cpp, llama-graph.cpp (build_moe_ffn).
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "models/model.h"
 #include "models/moe_ffn.h"
 #include "models/qwen35.h"
+#include "models/qwen35_mtp.h"
 #include "models/qwen35_parts.h"
 
 namespace df {
@@ -48,15 +50,20 @@ class Qwen35Moe final : public Model {
     blocks::set_weight_bytes(w, tok_embd_, m);
     // A decode step reads, of each MoE FFN, the router, its chosen experts and the shared expert.
     for (const Layer& L : layers_) m.bytes_per_token -= moe_weight_bytes(L.moe) - moe_bytes_per_token(hp_.moe_shape, L.moe);
-    // MTP layers: checked, not run.
-    WeightLoader mtp(f, b);
-    for (int64_t l = m.n_layer; l < hp_.n_layer_all; ++l) qwen35::check_mtp_layer(mtp, hp_, l);
-    m.weight_bytes += mtp.bytes_loaded();
+    // MTP layers: the first is the head (llama.cpp runs one); any further ones are checked.
+    if (m.n_layer_nextn > 0) {
+      mtp_ = std::make_unique<qwen35::Mtp>(f, b, hp_, tok_embd_, head_);
+      m.weight_bytes += mtp_->weight_bytes();
+    }
+    WeightLoader extra(f, b);
+    for (int64_t l = m.n_layer + 1; l < hp_.n_layer_all; ++l) qwen35::check_mtp_layer(extra, hp_, l);
+    m.weight_bytes += extra.bytes_loaded();
     for (const auto& t : f.tensors()) m.n_params += static_cast<uint64_t>(t.n_elements());
   }
 
   const ModelInfo& info() const override { return hp_.info; }
   uint64_t scratch_bytes() const override { return ws_.bytes(); }
+  MtpHead* mtp() override { return mtp_.get(); }
 
   std::unique_ptr<ModelState> new_state(const StateOptions& opt) override {
     if (opt.n_ctx <= 0 || opt.max_chunk <= 0 || opt.max_snapshots < 0 || opt.max_checkpoints < 0)
@@ -105,7 +112,7 @@ class Qwen35Moe final : public Model {
     s_.xn = ws_.make(m.n_embd);
     s_.ffn_out = ws_.make(m.n_embd);
     s_.dn = qwen35::make_delta_net_scratch(ws_, hp_);
-    if (m.n_layer_recurrent < m.n_layer || m.n_layer_nextn > 0) s_.attn = blocks::make_attn_scratch(ws_, m, true);
+    if (m.n_layer_recurrent < m.n_layer) s_.attn = blocks::make_attn_scratch(ws_, m, true);
     s_.moe = make_moe_scratch(hp_.moe_shape, [&](int64_t cols, GgmlType t) { return ws_.make(cols, t); });
   }
 
@@ -116,6 +123,7 @@ class Qwen35Moe final : public Model {
   std::vector<Layer> layers_;
   blocks::Workspace ws_;
   Scratch s_;
+  std::unique_ptr<qwen35::Mtp> mtp_;  // the nextn head (null without nextn layers)
 };
 
 }  // namespace
