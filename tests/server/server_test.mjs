@@ -35,9 +35,9 @@ const KEY = 'test-key-123';
 const CTX = 512;
 
 // ---- helpers ----
-function startServer(extra) {
+function startServer(extra, ctx = CTX) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(BIN, ['serve', '--port', '0', '-q', '-c', String(CTX), ...extra],
+    const proc = spawn(BIN, ['serve', '--port', '0', '-q', '-c', String(ctx), ...extra],
                        { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '', err = '';
     proc.stderr.on('data', (d) => { err += d; });
@@ -391,7 +391,8 @@ try {
   });
 
   await check('per-request time limit; SIGTERM finishes the request in flight and exits 0', async () => {
-    const s2 = await startServer(['--time-limit', '1', '--shutdown-grace', '5', '--keep-alive', '1']);
+    // A context that the 1 s of generation cannot fill.
+    const s2 = await startServer(['--time-limit', '1', '--shutdown-grace', '5', '--keep-alive', '1'], 32768);
     const c2 = new OpenAI({ baseURL: `http://127.0.0.1:${s2.port}/v1`, apiKey: 'none', maxRetries: 0 });
     const t0 = Date.now();
     const st = await c2.completions.create({ model: 'default', prompt: CODE_PROMPTS[4], max_tokens: 100000,
