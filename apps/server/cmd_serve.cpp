@@ -20,7 +20,6 @@ void register_serve(CLI::App& app) {
     ModelFlags model;
     server::HttpOptions http;
     int parallel = 4;
-    std::string device = "cpu";
     double time_limit_s = 600;
     double grace_s = 10;
     int64_t n_predict = -1;
@@ -33,8 +32,6 @@ void register_serve(CLI::App& app) {
   cmd->add_option("-P,--parallel", f->parallel, "slots: sequences decoded together, each with its own cache (-c each)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--api-key", f->http.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
-  cmd->add_option("--device", f->device, "compute device: cpu or auto (cuda: not in this build)")
-      ->check(CLI::IsMember({"cpu", "auto", "cuda"}));
   cmd->add_option("--alias", f->http.aliases, "another name clients may use in 'model' (repeatable)");
   cmd->add_option("--threads-http", f->http.http_threads,
                   "HTTP worker threads; each open connection holds one (0: max(64, 2 * parallel + 16))")
@@ -54,7 +51,6 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(int64_t{-1}, INT64_MAX));
   cmd->add_flag("--log-requests", f->http.log_requests, "print one line per request on stderr");
   cmd->callback([f] {
-    if (f->device == "cuda") throw Error("--device cuda: this build has no CUDA backend");
     // SIGINT/SIGTERM are taken by one thread through sigwait; every thread started from
     // here on (compute pool, decode loop, HTTP workers) inherits the blocked mask.
     sigset_t sigs;

@@ -26,6 +26,11 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opt) : engine_(engi
     s->session = std::make_unique<Session>(engine_);
     slots_.push_back(std::move(s));
   }
+  if (opt.n_slots > engine_.options().prefill_chunk)
+    throw Error("--parallel " + std::to_string(opt.n_slots) + " is more than the forward's rows (-b " +
+                std::to_string(engine_.options().prefill_chunk) + ")");
+  best_ = alloc_tensor(engine_.backend(), GgmlType::I32, 1, opt.n_slots, buffers_);
+  best_host_.resize(static_cast<size_t>(opt.n_slots));
   c_.n_slots = opt.n_slots;
   thread_ = std::thread([this] { loop(); });
 }
@@ -173,42 +178,69 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
   advance(s, logits->data());
 }
 
-// The decode step. Today each slot's token goes through its own forward; the batched
-// Model::forward over all slots' states (issue 8) replaces this body and nothing else.
 void Scheduler::step(const std::vector<Slot*>& rows) {
   const auto t0 = Clock::now();
-  std::vector<const float*> logits(rows.size(), nullptr);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    try {
-      logits[i] = rows[i]->session->decode(rows[i]->pending).data();
-    } catch (const std::exception& e) {
-      release(*rows[i], "error", e.what());
-    }
+  const auto n = static_cast<int64_t>(rows.size());
+  std::vector<Session*> sessions;
+  std::vector<Token> tokens;
+  for (Slot* s : rows) {
+    sessions.push_back(s->session.get());
+    tokens.push_back(s->pending);
+  }
+  ForwardOutputs out;
+  try {
+    out = Session::append_each(sessions, tokens);
+  } catch (const std::exception& e) {
+    for (Slot* s : rows) release(*s, "error", e.what());
+    return;
+  }
+  // Greedy rows: one argmax over all rows on the device, n ids come back.
+  Backend& b = engine_.backend();
+  bool any_greedy = false;
+  for (Slot* s : rows) any_greedy |= !s->chooser->needs_logits();
+  if (any_greedy) {
+    const Tensor ids = best_.slice_rows(0, n);
+    b.argmax(out.logits, ids);
+    b.download(ids, best_host_.data(), static_cast<size_t>(n) * sizeof(Token));
   }
   {
     std::lock_guard<std::mutex> lock(m_);
     ++c_.steps;
-    c_.step_rows += static_cast<int64_t>(rows.size());
+    c_.step_rows += n;
     c_.decode_seconds += seconds_since(t0);
   }
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (logits[i]) advance(*rows[i], logits[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    Slot& s = *rows[static_cast<size_t>(i)];
+    if (!s.chooser->needs_logits()) {
+      s.chooser->note(best_host_[static_cast<size_t>(i)]);
+      take(s, best_host_[static_cast<size_t>(i)], nullptr);
+      continue;
+    }
+    row_.resize(static_cast<size_t>(out.logits.cols));
+    const Tensor r = out.logits.slice_rows(i, 1);
+    b.download(r, row_.data(), r.nbytes());
+    advance(s, row_.data());
+  }
 }
 
 void Scheduler::advance(Slot& s, const float* logits) {
+  const Token t = s.chooser->choose(logits, engine_.info().n_vocab);
+  take(s, t, logits);
+}
+
+void Scheduler::take(Slot& s, Token t, const float* logits) {
   Job& job = *s.job;
   const GenParams& p = job.params;
-  const int64_t n_vocab = engine_.info().n_vocab;
-  const Token t = s.chooser->choose(logits, n_vocab);
   if (!p.ignore_eos && engine_.tokenizer().is_stop(t)) {
     release(s, "stop");
     return;
   }
   ++s.generated;
   TokenLogprob lp;
-  if (s.chooser->wants_logprobs()) lp = s.chooser->logprobs(logits, n_vocab, t);
+  const bool want_lp = s.chooser->wants_logprobs() && logits;
+  if (want_lp) lp = s.chooser->logprobs(logits, engine_.info().n_vocab, t);
   const std::string text = s.stops->push(s.decoder->push(t));
-  job.emit(text, s.chooser->wants_logprobs() ? &lp : nullptr, true);
+  job.emit(text, want_lp ? &lp : nullptr, true);
   {
     std::lock_guard<std::mutex> lock(m_);
     ++c_.generated_tokens;
@@ -220,7 +252,7 @@ void Scheduler::advance(Slot& s, const float* logits) {
     release(s, "stop");
   } else if (p.max_tokens > 0 && s.generated >= p.max_tokens) {
     release(s, "length");
-  } else if (static_cast<int64_t>(s.session->tokens().size()) >= s.session->n_ctx()) {
+  } else if (s.session->position() >= s.session->n_ctx()) {
     release(s, "length");
   } else if (Clock::now() >= p.deadline) {
     release(s, "length");
@@ -234,6 +266,8 @@ void Scheduler::release(Slot& s, const std::string& reason, const std::string& e
   s.job.reset();
   s.pending = -1;
   if (!job) return;
+  // Hybrid models: a checkpoint where this answer ends, for a continuation that resends it.
+  if (reason == "stop" || reason == "length") s.session->mark_turn_end();
   if (reason != "error" && reason != "cancelled" && s.stops && !s.stops->stopped()) {
     std::string rest = s.stops->push(s.decoder->flush());
     if (!s.stops->stopped()) rest += s.stops->flush();

@@ -2,7 +2,9 @@
 // them, and one decode-loop thread. Each loop iteration admits queued jobs into free slots
 // (the slot whose cache holds the longest prefix of the prompt wins, so a returning
 // conversation reuses its own cache), prefills them, then advances every active slot by one
-// token in one step. The step is the one place that talks to the model for decoding.
+// token in one step: ONE batched forward over all their states (Session::append_each), one
+// device argmax for the greedy rows, a logits download only for rows that sample, penalise
+// or report log-probabilities.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -76,9 +78,12 @@ class Scheduler {
   void start(Slot& s, std::shared_ptr<Job> job);
   // One decode step: feeds each slot's pending token, then advances each by one token.
   void step(const std::vector<Slot*>& rows);
-  // Chooses the slot's next token from logits [n_vocab] and hands it to the job; ends the
-  // job on a stop id, a stop string, max_tokens, the end of the context or its deadline.
+  // Chooses the slot's next token from host logits [n_vocab] and takes it.
   void advance(Slot& s, const float* logits);
+  // Hands token t to the slot's job (logits: for its log-probabilities, may be null when
+  // none are wanted); ends the job on a stop id, a stop string, max_tokens, the end of the
+  // context or its deadline.
+  void take(Slot& s, Token t, const float* logits);
   // Ends the slot's job with `reason`, releasing held-back text unless a stop string ended it.
   void release(Slot& s, const std::string& reason, const std::string& error = {});
 
@@ -94,6 +99,10 @@ class Scheduler {
   uint64_t admissions_ = 0;
   SchedulerCounters c_;
   std::deque<std::pair<Clock::time_point, int64_t>> recent_;  // (time, generated_tokens) per step
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+  Tensor best_;                      // [n_slots, 1] i32: the device argmax of a step
+  std::vector<Token> best_host_;
+  std::vector<float> row_;           // one downloaded logits row
   std::thread thread_;
 };
 

@@ -17,7 +17,8 @@ Engine& engine() {
   static std::unique_ptr<Engine> e = [] {
     EngineOptions o;
     o.model_path = std::string(DF_SOURCE_DIR) + "/models/default.gguf";
-    o.threads = 1;
+    o.device = "cpu";
+    o.cpu.threads = 1;
     o.n_ctx = 256;
     return Engine::load(o);
   }();
