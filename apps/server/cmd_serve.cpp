@@ -20,6 +20,7 @@ void register_serve(CLI::App& app) {
     ModelFlags model;
     server::HttpOptions http;
     int parallel = 4;
+    int step_rows = 8;
     double time_limit_s = 600;
     double grace_s = 10;
     int64_t n_predict = -1;
@@ -30,6 +31,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--host", f->http.host, "address to listen on");
   cmd->add_option("--port", f->http.port, "port to listen on (0: any free port, printed)")->check(CLI::Range(0, 65535));
   cmd->add_option("-P,--parallel", f->parallel, "slots: sequences decoded together, each with its own cache (-c each)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--step-rows", f->step_rows,
+                  "most slots in one decode forward; more active slots take several forwards per step (CPU: "
+                  "rows up to 8 are computed with the same bits whatever their neighbours)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--api-key", f->http.api_key, "require 'Authorization: Bearer KEY' on /v1/*");
   cmd->add_option("--alias", f->http.aliases, "another name clients may use in 'model' (repeatable)");
@@ -72,7 +77,7 @@ void register_serve(CLI::App& app) {
     http.defaults.max_tokens = f->n_predict;
     http.time_limit = std::chrono::milliseconds(static_cast<int64_t>(f->time_limit_s * 1000));
 
-    server::Scheduler sched(*engine, {.n_slots = f->parallel});
+    server::Scheduler sched(*engine, {.n_slots = f->parallel, .step_rows = f->step_rows});
     server::HttpApi api(sched, http);
     const int port = api.bind();
     std::printf("diskformer: serving '%s' (%s, %d slots x %lld tokens) on http://%s:%d\n", http.model_id.c_str(),

@@ -39,6 +39,8 @@ std::string prometheus_text(const HttpCounters& http, const SchedulerCounters& s
   metric("prompt_tokens_cached_total", "counter", "prompt tokens reused from a slot's cache", s.cached_tokens);
   metric("generated_tokens_total", "counter", "tokens generated", s.generated_tokens);
   metric("decode_steps_total", "counter", "decode steps (one token for every active slot)", s.steps);
+  metric("decode_forwards_total", "counter", "decode forwards (a step with more slots than --step-rows runs several)",
+         s.forwards);
   metric("decode_step_rows_total", "counter", "sequences advanced, summed over the decode steps", s.step_rows);
   metric("prefill_seconds_total", "counter", "time spent prefilling prompts", s.prefill_seconds);
   metric("decode_seconds_total", "counter", "time spent in decode steps", s.decode_seconds);

@@ -19,15 +19,16 @@ size_t common_prefix(const std::vector<Token>& a, const std::vector<Token>& b) {
 
 }  // namespace
 
-Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opt) : engine_(engine) {
+Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opt)
+    : engine_(engine), step_rows_(opt.step_rows > 0 ? std::min(opt.step_rows, opt.n_slots) : opt.n_slots) {
   if (opt.n_slots < 1) throw Error("the server needs at least one slot (--parallel)");
   for (int i = 0; i < opt.n_slots; ++i) {
     auto s = std::make_unique<Slot>();
     s->session = std::make_unique<Session>(engine_);
     slots_.push_back(std::move(s));
   }
-  if (opt.n_slots > engine_.options().prefill_chunk)
-    throw Error("--parallel " + std::to_string(opt.n_slots) + " is more than the forward's rows (-b " +
+  if (step_rows_ > engine_.options().prefill_chunk)
+    throw Error("a decode step of " + std::to_string(step_rows_) + " rows is more than a forward takes (-b " +
                 std::to_string(engine_.options().prefill_chunk) + ")");
   best_ = alloc_tensor(engine_.backend(), GgmlType::I32, 1, opt.n_slots, buffers_);
   best_host_.resize(static_cast<size_t>(opt.n_slots));
@@ -179,6 +180,16 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
 }
 
 void Scheduler::step(const std::vector<Slot*>& rows) {
+  for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(step_rows_)) {
+    const size_t n = std::min(rows.size() - i, static_cast<size_t>(step_rows_));
+    step_group(std::vector<Slot*>(rows.begin() + static_cast<std::ptrdiff_t>(i),
+                                  rows.begin() + static_cast<std::ptrdiff_t>(i + n)));
+  }
+  std::lock_guard<std::mutex> lock(m_);
+  ++c_.steps;
+}
+
+void Scheduler::step_group(const std::vector<Slot*>& rows) {
   const auto t0 = Clock::now();
   const auto n = static_cast<int64_t>(rows.size());
   std::vector<Session*> sessions;
@@ -205,7 +216,7 @@ void Scheduler::step(const std::vector<Slot*>& rows) {
   }
   {
     std::lock_guard<std::mutex> lock(m_);
-    ++c_.steps;
+    ++c_.forwards;
     c_.step_rows += n;
     c_.decode_seconds += seconds_since(t0);
   }

@@ -24,6 +24,10 @@ namespace df::server {
 
 struct SchedulerOptions {
   int n_slots = 1;
+  // Most rows in one decode forward (0: all active slots). A step with more active slots
+  // runs several forwards of at most this many rows: backends compute a row with the same
+  // bits whatever its neighbours only up to a bound (the CPU backend's exact_rows).
+  int step_rows = 0;
 };
 
 // Cumulative figures for /metrics.
@@ -36,7 +40,8 @@ struct SchedulerCounters {
   int64_t prompt_tokens = 0;      // prompt tokens of admitted jobs
   int64_t cached_tokens = 0;      // of those, reused from a slot's cache
   int64_t generated_tokens = 0;
-  int64_t steps = 0;              // decode steps
+  int64_t steps = 0;              // decode steps (every active slot advances one token)
+  int64_t forwards = 0;           // decode forwards (several per step past step_rows)
   int64_t step_rows = 0;          // sequences advanced, summed over the steps
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;    // time inside decode steps
@@ -78,6 +83,8 @@ class Scheduler {
   void start(Slot& s, std::shared_ptr<Job> job);
   // One decode step: feeds each slot's pending token, then advances each by one token.
   void step(const std::vector<Slot*>& rows);
+  // One forward of a step over rows (at most step_rows_ of them).
+  void step_group(const std::vector<Slot*>& rows);
   // Chooses the slot's next token from host logits [n_vocab] and takes it.
   void advance(Slot& s, const float* logits);
   // Hands token t to the slot's job (logits: for its log-probabilities, may be null when
@@ -88,6 +95,7 @@ class Scheduler {
   void release(Slot& s, const std::string& reason, const std::string& error = {});
 
   Engine& engine_;
+  int step_rows_;
   std::vector<std::unique_ptr<Slot>> slots_;
   mutable std::mutex m_;
   std::condition_variable cv_;       // the loop waits for work
