@@ -136,6 +136,12 @@ HttpApi::HttpApi(Scheduler& scheduler, HttpOptions opt) : sched_(scheduler), opt
   svr->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   svr->set_payload_max_length(opt_.max_body_bytes);
   svr->set_keep_alive_timeout(opt_.keep_alive_s);
+  // cpp-httplib's default sets SO_REUSEPORT, which lets a second server bind the same port
+  // and silently share its connections; SO_REUSEADDR alone makes that bind fail.
+  svr->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   svr_ = std::move(svr);
   routes();
 }

@@ -390,6 +390,18 @@ try {
     assert.equal(await ask(cases[1], true), single[1]);
   });
 
+  await check('a second server on the same port fails with a clear error', async () => {
+    let err = '';
+    try {
+      execFileSync(BIN, ['serve', '-q', '--port', String(port)], { encoding: 'utf8', stdio: 'pipe', timeout: 20000 });
+      assert.fail('the second server started');
+    } catch (e) {
+      assert.equal(e.status, 1, String(e));
+      err = e.stderr;
+    }
+    assert.match(err, /cannot listen on 127\.0\.0\.1:\d+/);
+  });
+
   await check('per-request time limit; SIGTERM finishes the request in flight and exits 0', async () => {
     // A context that the 1 s of generation cannot fill.
     const s2 = await startServer(['--time-limit', '1', '--shutdown-grace', '5', '--keep-alive', '1'], 32768);
