@@ -256,8 +256,10 @@ void HttpApi::routes() {
       std::string text;
       if (endpoint == Endpoint::CHAT) {
         text = chat_prompt(r.messages, true, r.enable_thinking);
-        // Hybrid models: a checkpoint where the history ends, as `diskformer chat` keeps:
-        // the next turn re-renders this answer and diverges right after it.
+        // Hybrid models: a checkpoint where the history ends, as `diskformer chat` and
+        // `run --chat` keep: the next turn re-renders this answer and diverges right after
+        // it. (No other split: a prompt computed afresh goes in the same chunks as in `run`,
+        // so its greedy answer is the same bits.)
         gp.checkpoint_at.push_back(static_cast<int64_t>(tok.encode(chat_prompt(r.messages, false, false), true).size()));
       } else {
         text = r.prompt;
@@ -270,8 +272,6 @@ void HttpApi::routes() {
                        "the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context of " +
                            std::to_string(n_ctx) + " tokens",
                        endpoint == Endpoint::CHAT ? "messages" : "prompt", "context_length_exceeded");
-      // And one just before the prompt's end, so that the same prompt again recomputes one token.
-      gp.checkpoint_at.push_back(static_cast<int64_t>(prompt.size()) - 1);
       gp.choice.sampling = r.sampling;
       if (!r.seed_given) gp.choice.sampling.seed = std::random_device{}();
       gp.choice.frequency_penalty = r.frequency_penalty;

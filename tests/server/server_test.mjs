@@ -99,13 +99,12 @@ const CODE_PROMPTS = [
   'def read_json(path):\n    """Read a JSON file."""\n',
   'for i in range(10):\n',
   '# Sort a list of numbers\ndef sort_numbers(xs):\n',
-  'def is_prime(n):\n    if n < 2:\n',
-  'from typing import List\n\n\ndef flatten(xs: List[list]) -> list:\n',
 ];
 const CHAT_PROMPTS = ['def add(a, b):', 'Write a function that reverses a string.', 'import numpy as np'];
 
 // ---- the tests ----
-const server = await startServer(['--parallel', '8', '--api-key', KEY, '--max-body', '65536']);
+// 12 slots: a full step runs as two forwards (--step-rows 8), a queue forms behind them.
+const server = await startServer(['--parallel', '12', '--api-key', KEY, '--max-body', '65536']);
 const port = server.port;
 const base = `http://127.0.0.1:${port}`;
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000 });
@@ -259,7 +258,7 @@ try {
   });
 
   // Single-client greedy answers, checked against `diskformer run`, then 32 clients at once.
-  const N = 24;
+  const N = 16;
   const cases = [
     ...CODE_PROMPTS.map((p) => ({ kind: 'completion', prompt: p })),
     ...CHAT_PROMPTS.map((p) => ({ kind: 'chat', prompt: p })),
@@ -301,6 +300,8 @@ try {
     assert.equal(m.active, 0);
     assert.equal(m.queued, 0);
     const steps = Number(m.text.match(/^diskformer_decode_steps_total (\S+)$/m)[1]);
+    const forwards = Number(m.text.match(/^diskformer_decode_forwards_total (\S+)$/m)[1]);
+    assert.ok(forwards > steps, 'no step was split into forwards of at most 8 rows');
     const rows = Number(m.text.match(/^diskformer_decode_step_rows_total (\S+)$/m)[1]);
     assert.ok(rows / steps > 2, `decode steps advanced ${rows / steps} sequences on average: not concurrent`);
   });
