@@ -4,10 +4,12 @@ token (p50/p99) at several concurrency levels, with streaming completions (greed
 length through ignore_eos). Prints one JSON object.
 
   python3 bench/bench_server.py --bin build/diskformer [--model M] [--levels 1,8,32]
-      [--requests-per-client 4] [--max-tokens 64] [--threads 0] [--parallel 32]
+      [--requests-per-client 4] [--max-tokens 64] [--threads 0] [--parallel 32] [--rounds 1]
 
 Aggregate decode tok/s is measured twice: by the clients (generated tokens / wall time of
 the level) and by the server (/metrics: generated tokens / time inside decode steps).
+On a busy machine, --rounds R runs the levels R times interleaved (1, 8, 32, 1, 8, 32, ...)
+and reports each figure's median over the rounds, and the 8-vs-1 ratio of each round.
 """
 import argparse
 import http.client
@@ -140,6 +142,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--parallel", type=int, default=32)
     ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--rounds", type=int, default=1)
     a = ap.parse_args()
     cmd = [a.bin, "serve", "--port", "0", "-q", "-P", str(a.parallel), "-c", str(a.ctx), "-t", str(a.threads)]
     if a.model:
@@ -152,15 +155,29 @@ def main():
             raise SystemExit(f"the server did not start: {line}{proc.stderr.read()}")
         port = int(m.group(1))
         one_request(port, PROMPTS[0], 8)  # warm up
-        levels = [run_level(port, int(c), a.requests_per_client, a.max_tokens) for c in a.levels.split(",")]
-        by_c = {lv["concurrency"]: lv for lv in levels}
+        conc = [int(c) for c in a.levels.split(",")]
+        rounds = [[run_level(port, c, a.requests_per_client, a.max_tokens) for c in conc] for _ in range(a.rounds)]
+        levels = []
+        for i, c in enumerate(conc):
+            runs = [r[i] for r in rounds]
+            med = dict(runs[0])
+            for k, v in runs[0].items():
+                if isinstance(v, (int, float)) and k != "concurrency":
+                    med[k] = statistics.median(r[k] for r in runs)
+            med["errors"] = sum((r["errors"] for r in runs), [])[:5]
+            levels.append(med)
         out = {"benchmark": "server", "command": " ".join(cmd), "max_tokens": a.max_tokens,
-               "requests_per_client": a.requests_per_client, "levels": levels}
-        if 1 in by_c and 8 in by_c:
-            out["decode_speedup_8_vs_1_client_side"] = round(by_c[8]["generated_tok_per_s"] / by_c[1]["generated_tok_per_s"], 2)
-            s1, s8 = by_c[1]["server_decode_tok_per_s"], by_c[8]["server_decode_tok_per_s"]
-            if s1 and s8:
-                out["decode_speedup_8_vs_1_server_side"] = round(s8 / s1, 2)
+               "requests_per_client": a.requests_per_client, "rounds": a.rounds, "levels": levels}
+        if 1 in conc and 8 in conc:
+            i1, i8 = conc.index(1), conc.index(8)
+            client = [r[i8]["generated_tok_per_s"] / r[i1]["generated_tok_per_s"] for r in rounds]
+            server = [r[i8]["server_decode_tok_per_s"] / r[i1]["server_decode_tok_per_s"] for r in rounds
+                      if r[i1]["server_decode_tok_per_s"] and r[i8]["server_decode_tok_per_s"]]
+            out["decode_speedup_8_vs_1_client_side_per_round"] = [round(x, 2) for x in client]
+            out["decode_speedup_8_vs_1_client_side"] = round(statistics.median(client), 2)
+            if server:
+                out["decode_speedup_8_vs_1_server_side_per_round"] = [round(x, 2) for x in server]
+                out["decode_speedup_8_vs_1_server_side"] = round(statistics.median(server), 2)
         print(json.dumps(out, indent=1))
     finally:
         proc.terminate()

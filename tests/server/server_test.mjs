@@ -194,6 +194,16 @@ try {
     assert.equal(finish, r.choices[0].finish_reason);
   });
 
+  await check('a returning conversation reuses its slot\'s cache (usage.prompt_tokens_details.cached_tokens)', async () => {
+    const turn1 = [{ role: 'user', content: 'def multiply(a, b):' }];
+    const a1 = await client.chat.completions.create({ model: 'default', messages: turn1, max_tokens: 12, temperature: 0, ...noThink });
+    const turn2 = [...turn1, { role: 'assistant', content: a1.choices[0].message.content },
+                   { role: 'user', content: 'Now divide.' }];
+    const a2 = await client.chat.completions.create({ model: 'default', messages: turn2, max_tokens: 4, temperature: 0, ...noThink });
+    assert.ok(a2.usage.prompt_tokens_details.cached_tokens >= a1.usage.prompt_tokens - 8,
+              `cached ${a2.usage.prompt_tokens_details.cached_tokens} of turn 1's ${a1.usage.prompt_tokens} prompt tokens`);
+  });
+
   await check('stop sequences (string, list, streaming) across token boundaries', async () => {
     // A stop string that starts inside one token and ends inside a later one.
     const full = ref.text;
