@@ -33,14 +33,21 @@ void register_run(CLI::App& app) {
     auto engine = load_engine(f->model);
     const Tokenizer& tok = engine->tokenizer();
     std::string text = read_prompt(f->prompt);
-    if (f->chat) text = chat_prompt({{"user", text}}, true, !f->no_think);
+    GenerateOptions gen = to_options(f->gen);
+    if (f->chat) {
+      const std::vector<ChatMessage> messages = {{"user", text}};
+      text = chat_prompt(messages, true, !f->no_think);
+      // Hybrid models: a checkpoint where the history ends, as `chat` and `serve` keep, so
+      // that the three compute a chat prompt in the same chunks (the same bits).
+      gen.checkpoint_at = {static_cast<int64_t>(tok.encode(chat_prompt(messages, false, false), !f->no_special).size())};
+    }
     const std::vector<Token> prompt = tok.encode(text, !f->no_special);
     Session session(*engine);
     const bool json = f->output == "json";
     StreamDecoder stream(tok);
     std::string generated;
     if (!json && !f->chat) std::fwrite(text.data(), 1, text.size(), stdout);
-    auto ids = session.generate(prompt, to_options(f->gen), [&](Token t) {
+    auto ids = session.generate(prompt, gen, [&](Token t) {
       const std::string piece = stream.push(t);
       generated += piece;
       if (!json) {

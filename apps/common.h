@@ -43,6 +43,7 @@ void progress_bar(const std::string& label, double fraction);
 // Registration of each subcommand (one file each).
 void register_run(CLI::App& app);
 void register_chat(CLI::App& app);
+void register_serve(CLI::App& app);  // apps/server/cmd_serve.cpp
 void register_tokenize(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_perplexity(CLI::App& app);

@@ -1,4 +1,4 @@
-// diskformer CLI: run, chat, tokenize, logits, perplexity, inspect, bench.
+// diskformer CLI: run, chat, serve, tokenize, logits, perplexity, inspect, bench.
 #include <cstdio>
 #include <exception>
 
@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   df::cli::register_run(app);
   df::cli::register_chat(app);
+  df::cli::register_serve(app);
   df::cli::register_tokenize(app);
   df::cli::register_logits(app);
   df::cli::register_perplexity(app);

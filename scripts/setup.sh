@@ -2,7 +2,8 @@
 # Installs what diskformer needs to build and test, skipping whatever is already present:
 #   1. Debian packages (compiler, CMake/Ninja, libraries, Node.js/npm, git) via apt-get
 #      (as root, or through sudo when it is available);
-#   2. the llama.cpp reference: npm packages node-llama-cpp 3.21.1 + @node-llama-cpp/linux-x64
+#   2. the npm `openai` client the server test drives (tests/server, `npm ci` from its lock file);
+#   3. the llama.cpp reference: npm packages node-llama-cpp 3.21.1 + @node-llama-cpp/linux-x64
 #      3.21.1 (prebuilt CPU libraries) installed with `npm ci` from the committed lock file into
 #      build/ref, and the matching llama.cpp source cloned from the package's git bundle into
 #      build/ref/llama.cpp.
@@ -24,16 +25,15 @@ log() { echo "setup: $*"; }
 
 # ---- 1. system packages (Debian 12 names) ----
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
-          libpcre2-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev)
+          libpcre2-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
+          libcpp-httplib-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # Node.js and npm may come from elsewhere (e.g. NodeSource, whose nodejs bundles npm).
-if [[ $WITH_REF == 1 ]]; then
-  command -v node >/dev/null 2>&1 || missing+=(nodejs)
-  command -v npm >/dev/null 2>&1 || missing+=(npm)
-fi
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [[ ${#missing[@]} -gt 0 ]]; then
   SUDO=()
   if [[ $(id -u) -ne 0 ]]; then
@@ -49,9 +49,19 @@ else
   log "system packages present"
 fi
 
+# ---- 2. the server test's npm client ----
+SRV_DIR=tests/server
+SRV_OPENAI=$(cd "$SRV_DIR" && node -p "require('./package.json').dependencies.openai")
+if [[ "$(cd "$SRV_DIR" && node -p "require('./node_modules/openai/package.json').version" 2>/dev/null)" == "$SRV_OPENAI" ]]; then
+  log "npm openai $SRV_OPENAI present in $SRV_DIR"
+else
+  log "installing npm openai $SRV_OPENAI into $SRV_DIR"
+  (cd "$SRV_DIR" && npm ci --ignore-scripts --no-audit --no-fund)
+fi
+
 [[ $WITH_REF == 1 ]] || exit 0
 
-# ---- 2. llama.cpp reference ----
+# ---- 3. llama.cpp reference ----
 mkdir -p "$REF_DIR"
 LIB_DIR="$REF_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 installed_version() {

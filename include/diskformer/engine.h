@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,11 @@ class Session {
   void rewind(int64_t pos);
   // Host copy of output row i's logits.
   std::vector<float> download_logits(const ForwardOutputs& out, int64_t i);
+  // Several sessions of one engine advanced together (the server's decode step): appends
+  // tokens[i] to sessions[i] at its position, all in ONE forward over their states. Output
+  // row i holds session i's hidden state and logits. Throws df::Error when a session's
+  // context is full, the sessions repeat or belong to other engines.
+  static ForwardOutputs append_each(std::span<Session* const> sessions, std::span<const Token> tokens);
 
   // ---- whole prompts (CLI, tests) ----
   // prefill, logits_all (and a rewind's recompute) run prompt kernels (row_exact off, as

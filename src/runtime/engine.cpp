@@ -186,6 +186,42 @@ void Session::rewind(int64_t pos) {
   tokens_.resize(static_cast<size_t>(pos));
 }
 
+ForwardOutputs Session::append_each(std::span<Session* const> sessions, std::span<const Token> tokens) {
+  if (sessions.empty() || sessions.size() != tokens.size()) throw Error("append_each: one token for each session");
+  Engine& engine = sessions[0]->engine_;
+  Batch batch;
+  std::vector<ModelState*> states;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Session& s = *sessions[i];
+    if (&s.engine_ != &engine) throw Error("append_each: sessions of different engines");
+    if (std::find(states.begin(), states.end(), s.state_.get()) != states.end())
+      throw Error("append_each: a session appears twice");
+    if (s.position() >= s.n_ctx()) throw Error("the context is full");
+    batch.add(tokens[i], static_cast<int32_t>(s.position()), static_cast<int32_t>(i), true);
+    states.push_back(s.state_.get());
+  }
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    Session& s = *sessions[i];
+    s.note_written(s.position(), &tokens[i], 1);
+    s.snap_n_ = 0;
+  }
+  try {
+    ForwardOutputs out = engine.model().forward(std::span<ModelState* const>(states), batch, {});
+    for (Session* s : sessions) s->tokens_.assign(s->cache_tokens_.begin(), s->cache_tokens_.begin() + (s->position() + 1));
+    return out;
+  } catch (...) {
+    // As in step(): every state in the batch is undefined past its position.
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      Session& s = *sessions[i];
+      const int64_t pos0 = batch.pos[i];
+      s.tokens_.clear();
+      s.cache_tokens_.resize(std::min(s.cache_tokens_.size(), static_cast<size_t>(pos0)));
+      std::erase_if(s.checkpoints_, [&](const Kept& k) { return k.pos > pos0; });
+    }
+    throw;
+  }
+}
+
 std::vector<float> Session::download_logits(const ForwardOutputs& out, int64_t i) {
   if (out.logits.empty() || i < 0 || i >= out.logits.rows) throw Error("download_logits: no such output row");
   std::vector<float> v(static_cast<size_t>(out.logits.cols));
