@@ -1,4 +1,5 @@
-// diskformer CLI: run, chat, tokenize, logits, perplexity, inspect, bench.
+// diskformer CLI: run, chat, tokenize, logits, perplexity, inspect, bench; the model store:
+// pull, models, rm, import.
 #include <cstdio>
 #include <exception>
 
@@ -15,6 +16,8 @@ int main(int argc, char** argv) {
   df::cli::register_perplexity(app);
   df::cli::register_inspect(app);
   df::cli::register_bench(app);
+  df::cli::register_pull(app);
+  df::cli::register_store_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
