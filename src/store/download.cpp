@@ -143,6 +143,9 @@ DownloadResult download_file(const std::string& url, const std::string& part_pat
   } catch (const Mismatch&) {
     part.close_and_remove();
     throw;
+  } catch (...) {
+    if (have == 0) part.close_and_remove();  // nothing worth resuming
+    throw;
   }
   return r;
 }

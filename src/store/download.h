@@ -18,6 +18,7 @@ struct TransferOptions {
   HttpOptions http;
   std::function<void(const Progress&)> on_progress;  // called often; throttle when drawing
   std::function<void(const std::string&)> on_note;   // retries, restarts (one line each)
+  uint64_t first_header_read = 1 << 20;              // range reads: the first prefix of a remote GGUF read
 };
 
 struct DownloadResult {

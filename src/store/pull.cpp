@@ -93,6 +93,7 @@ PullResult pull(Store& store, const PullRequest& req, const TransferOptions& opt
     r.source_size = t.remote_size;
     res.resumed_from = t.resumed_from;
     res.transferred = t.transferred;
+    res.header_bytes = t.header_bytes;
   }
   res.record = store.commit(r);
   return res;

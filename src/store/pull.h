@@ -33,6 +33,7 @@ struct PullResult {
   bool already_present = false;  // an identical pull was in the store: nothing fetched
   uint64_t resumed_from = 0;
   uint64_t transferred = 0;
+  uint64_t header_bytes = 0;  // range reads: bytes of the remote header read
   int restarts = 0;
 };
 

@@ -22,8 +22,6 @@ bool tensor_name_matches(const std::string& name, const std::vector<std::string>
 
 namespace {
 
-constexpr uint64_t kFirstHeaderRead = 1 << 20;
-
 // Reads bytes [first, last] of the remote file into out (appending), with retries and
 // resumption inside the range. Returns the remote file's size from Content-Range.
 uint64_t read_range(const std::string& url, uint64_t first, uint64_t last, const TransferOptions& opt,
@@ -43,6 +41,8 @@ uint64_t read_range(const std::string& url, uint64_t first, uint64_t last, const
             throw TransientError(url + ": the server answered a request for bytes " + std::to_string(pos) + "-" +
                                  std::to_string(last) + " with another range");
           total = *r.range_total;
+          if (total == 0) throw Error("the remote file " + url + " is empty");
+          last = std::min(last, total - 1);  // a request past the end gets what there is
         };
         sink.data = [&](const uint8_t* p, size_t n) {
           if (n > last + 1 - pos) throw TransientError(url + ": the server sent more than the requested range");
@@ -78,7 +78,7 @@ TensorPullResult pull_tensors(const std::string& url, const std::string& part_pa
   // ---- the remote header: read a prefix, grow it until it parses ----
   std::vector<uint8_t> head;
   auto append = [&](const uint8_t* p, size_t n) { head.insert(head.end(), p, p + n); };
-  r.remote_size = read_range(url, 0, kFirstHeaderRead - 1, opt, append, r.transferred);
+  r.remote_size = read_range(url, 0, std::max<uint64_t>(opt.first_header_read, 32) - 1, opt, append, r.transferred);
   if (expected_remote_size && r.remote_size != *expected_remote_size)
     throw Error("size mismatch for " + url + ": the server has " + std::to_string(r.remote_size) + " bytes, pinned " +
                 std::to_string(*expected_remote_size));
