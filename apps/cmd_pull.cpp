@@ -5,6 +5,8 @@
 #include <csignal>
 #include <cstdio>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "common.h"
@@ -16,7 +18,11 @@ namespace df::cli {
 
 namespace {
 std::atomic<bool> g_interrupted{false};
-void on_sigint(int) { g_interrupted.store(true); }
+// The first Ctrl-C stops the transfer cleanly (the part is kept); a second one kills.
+void on_sigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);
+}
 }  // namespace
 
 void register_pull(CLI::App& app) {
@@ -51,12 +57,18 @@ void register_pull(CLI::App& app) {
     opt.http.cancel = &g_interrupted;
     const store::PullPlan plan = store::plan_pull(f->req);
     const std::string label = plan.name;
-    double last_draw = -1;
+    double last_draw = -1e9;
     if (!f->quiet) {
-      opt.on_progress = [label, last_draw](const store::Progress& p) mutable {
-        if (!p.finished && p.seconds - last_draw < 0.1) return;
+      // On a terminal one line redrawn 10 times a second; in a log a line every 5 seconds.
+      const bool tty = ::isatty(STDERR_FILENO) != 0;
+      opt.on_progress = [label, last_draw, tty](const store::Progress& p) mutable {
+        if (!p.finished && p.seconds - last_draw < (tty ? 0.1 : 5.0)) return;
         last_draw = p.seconds;
-        std::fprintf(stderr, "\r%s\033[K%s", store::progress_line(label, p).c_str(), p.finished ? "\n" : "");
+        const std::string line = store::progress_line(label, p);
+        if (tty)
+          std::fprintf(stderr, "\r%s\033[K%s", line.c_str(), p.finished ? "\n" : "");
+        else
+          std::fprintf(stderr, "%s\n", line.c_str());
         std::fflush(stderr);
       };
       opt.on_note = [](const std::string& s) { std::fprintf(stderr, "\n%s\n", s.c_str()); };

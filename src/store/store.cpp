@@ -185,16 +185,18 @@ Record Store::import_file(const std::string& path, const std::string& name) {
 
 std::string resolve_model(const std::string& m, const std::string& store_flag) {
   std::error_code ec;
-  if (fs::exists(m, ec)) return m;
+  if (fs::is_regular_file(m, ec)) return m;
   if (valid_name(m)) {
     const std::string dir = Store::default_dir(store_flag);
     if (fs::is_directory(dir, ec)) {
       Store s(dir);
       if (auto r = s.find(m)) return s.model_path(m);
     }
+    if (fs::exists(m, ec)) return m;  // not a regular file: the GGUF reader says what is wrong
     throw Error("no file '" + m + "' and no model named '" + m + "' in the store " + dir +
                 " (diskformer models lists it; diskformer pull adds to it)");
   }
+  if (fs::exists(m, ec)) return m;
   throw Error("no file '" + m + "'");
 }
 

@@ -61,8 +61,9 @@ class Store {
 
 // Today in UTC, ISO 8601 (2026-12-01T08:00:00Z).
 std::string utc_now();
-// What `-m M` means: an existing file path as is; else the name of a stored model (in the
-// store that store_flag selects, see Store::default_dir). Throws naming both when neither.
+// What `-m M` means: an existing regular file as is; else the name of a stored model (in the
+// store that store_flag selects, see Store::default_dir); else any other existing path (for
+// the GGUF reader to reject). Throws naming both the file and the store when neither.
 std::string resolve_model(const std::string& m, const std::string& store_flag);
 
 }  // namespace df::store
