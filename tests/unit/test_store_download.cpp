@@ -351,7 +351,10 @@ TEST(StoreDir, FlagThenEnvironmentThenHome) {
   setenv("DISKFORMER_HOME", "/env/store", 1);
   EXPECT_EQ(Store::default_dir(""), "/env/store");
   unsetenv("DISKFORMER_HOME");
-  EXPECT_EQ(Store::default_dir(""), std::string(std::getenv("HOME")) + "/.cache/diskformer");
+  if (const char* home = std::getenv("HOME"); home && *home)
+    EXPECT_EQ(Store::default_dir(""), std::string(home) + "/.cache/diskformer");
+  else
+    EXPECT_THROW(Store::default_dir(""), Error);
   if (old) setenv("DISKFORMER_HOME", saved.c_str(), 1);
 }
 
