@@ -30,6 +30,7 @@ PullPlan plan_pull(const PullRequest& req) {
     s.sha256 = h;
   }
   p.tensors = req.tensors.empty() ? s.tensors : req.tensors;
+  if (p.tensors == s.tensors) p.ranges = s.ranges;
   if (!p.tensors.empty()) {
     if (!req.sha256.empty())
       throw Error("--sha256 pins a whole file, which --tensors does not download; pin the remote file with --size");
@@ -85,7 +86,7 @@ PullResult pull(Store& store, const PullRequest& req, const TransferOptions& opt
     res.transferred = d.transferred;
     res.restarts = d.restarts;
   } else {
-    const TensorPullResult t = pull_tensors(s.url, store.part_path(plan.name), plan.tensors, s.size, opt);
+    const TensorPullResult t = pull_tensors(s.url, store.part_path(plan.name), plan.tensors, s.size, opt, plan.ranges);
     r.kind = "tensors";
     r.size = t.size;
     r.sha256 = t.sha256;

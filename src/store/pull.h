@@ -25,6 +25,7 @@ struct PullPlan {
   Source source;
   std::string name;
   std::vector<std::string> tensors;
+  std::vector<ByteRange> ranges;  // pinned extents of those tensors (the preset's own patterns only)
 };
 PullPlan plan_pull(const PullRequest& req);
 

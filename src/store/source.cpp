@@ -14,15 +14,17 @@ const std::vector<Preset>& presets() {
   // grafted 6.4 GB file; the seed gives no sha256 for it, its size pins it.
   static const std::vector<Preset> p = {
       {"qwen3-4b-q8_0", "Qwen/Qwen3-4B-GGUF", "bc640142c66e1fdd12af0bd68f40445458f3869b", "Qwen3-4B-Q8_0.gguf",
-       4280404704ull, "8c2f07f26af9747e41988551106f149b03eb9b5cb6df636027b6bf6278473300", {},
+       4280404704ull, "8c2f07f26af9747e41988551106f149b03eb9b5cb6df636027b6bf6278473300", {}, {},
        "Qwen3 4B, Q8_0 (the FlashMap drafter's target)"},
       {"underdog-saluki-27b-iq2", "ConwayResearch/Underdog-Saluki-27B-1.0", "1336c0b5d74dfe6ad7f793577092f5effd9f97c6",
        "Underdog-Saluki-27B-1.0-IQ2-mix.gguf", 7898369152ull,
-       "4a673518b11b1c4445f9b9a9d3c40356f5ba39f6a6260dcb25f3fbfd475d9efb", {},
+       "4a673518b11b1c4445f9b9a9d3c40356f5ba39f6a6260dcb25f3fbfd475d9efb", {}, {},
        "Underdog Saluki 27B (qwen35), IQ2 mix"},
       {"ternary-bonsai-2-27b-mtp", "CaryPalmer/Ternary-Bonsai-2-27B-262k-GGUF",
        "9f9b92cd8229cb13e473ca3d11055c3f60276508", "Ternary-Bonsai-2-27B-PTQ1_0-mtp-procreations.gguf", 6397970272ull,
        "", {"blk.64.*", "output_norm.weight"},
+       // MTP_HEAD.ranges: the trunk's output_norm.weight, then the whole blk.64 block to the end.
+       {{289240928ull, 20480ull}, {5946650464ull, 451319808ull}},
        "the MTP head of Ternary Bonsai 2 27B (blk.64, Q8_0, 451 MB) and the trunk's output_norm, range-read"},
   };
   return p;
@@ -120,6 +122,7 @@ Source resolve_spec(const std::string& spec) {
     s.size = p->size;
     s.sha256 = p->sha256;
     s.tensors = p->tensors;
+    s.ranges = p->ranges;
     s.name = p->name;
     return s;
   }

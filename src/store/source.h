@@ -9,6 +9,13 @@
 
 namespace df::store {
 
+// [absolute offset, length] of bytes in a remote file.
+struct ByteRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool operator==(const ByteRange&) const = default;
+};
+
 struct Preset {
   std::string name;
   std::string repo;      // Hugging Face OWNER/REPO
@@ -18,6 +25,9 @@ struct Preset {
   std::string sha256;  // empty where the seed gives none: the size pins the file
   // Tensor patterns taken by range reads when pulled (empty: the whole file).
   std::vector<std::string> tensors;
+  // Where those tensors' bytes lie in the remote file (contiguous tensors merged): a range
+  // read checks the header it parses against this before downloading.
+  std::vector<ByteRange> ranges;
   std::string description;
 };
 // qwen3-4b-q8_0, underdog-saluki-27b-iq2, ternary-bonsai-2-27b-mtp.
@@ -32,6 +42,7 @@ struct Source {
   std::optional<uint64_t> size;      // pinned size
   std::string sha256;                // pinned digest (lowercase hex), or empty
   std::vector<std::string> tensors;  // the preset's tensor patterns
+  std::vector<ByteRange> ranges;     // and where their bytes are pinned to be
   std::string name;                  // default store name
 };
 

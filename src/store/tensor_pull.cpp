@@ -68,9 +68,29 @@ uint64_t read_range(const std::string& url, uint64_t first, uint64_t last, const
 
 }  // namespace
 
+std::vector<ByteRange> tensor_extents(const gguf::File& f, const std::vector<const gguf::TensorInfo*>& tensors) {
+  std::vector<ByteRange> r;
+  for (const gguf::TensorInfo* t : tensors) r.push_back({f.data_offset() + t->offset, t->nbytes});
+  std::sort(r.begin(), r.end(), [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+  std::vector<ByteRange> out;
+  for (const ByteRange& x : r) {
+    if (!out.empty()) {
+      ByteRange& last = out.back();
+      const uint64_t end = last.offset + last.length;
+      const uint64_t padded = (end + f.alignment() - 1) / f.alignment() * f.alignment();
+      if (x.offset >= end && x.offset <= padded) {
+        last.length = x.offset + x.length - last.offset;
+        continue;
+      }
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
 TensorPullResult pull_tensors(const std::string& url, const std::string& part_path,
                               const std::vector<std::string>& patterns, std::optional<uint64_t> expected_remote_size,
-                              const TransferOptions& opt) {
+                              const TransferOptions& opt, const std::vector<ByteRange>& expected_ranges) {
   if (patterns.empty()) throw Error("no tensor patterns given");
   TensorPullResult r;
   const auto t0 = std::chrono::steady_clock::now();
@@ -113,6 +133,18 @@ TensorPullResult pull_tensors(const std::string& url, const std::string& part_pa
       r.tensors.push_back(t.name);
       r.tensor_bytes += t.nbytes;
     }
+  if (!expected_ranges.empty()) {
+    const std::vector<ByteRange> got = tensor_extents(*src, chosen);
+    if (got != expected_ranges) {
+      auto show = [](const std::vector<ByteRange>& v) {
+        std::string s;
+        for (const ByteRange& b : v) s += (s.empty() ? "" : ", ") + std::to_string(b.offset) + "+" + std::to_string(b.length);
+        return "[" + s + "]";
+      };
+      throw Error("the tensors matching the patterns lie at " + show(got) + " in " + url + ", pinned at " +
+                  show(expected_ranges));
+    }
+  }
   const gguf::Writer::Layout layout = w.layout();
   head.clear();
   head.shrink_to_fit();

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "store/download.h"
+#include "store/source.h"
 
 namespace df::store {
 
@@ -28,9 +30,14 @@ struct TensorPullResult {
 };
 
 // Writes the local GGUF to part_path (complete on return; the caller renames it).
-// expected_remote_size pins the remote file's size. Throws when a pattern matches no tensor.
+// expected_remote_size pins the remote file's size; expected_ranges (when not empty) pins
+// where the chosen tensors' bytes lie in it. Throws when a pattern matches no tensor or a pin
+// does not hold (before any tensor is downloaded).
 TensorPullResult pull_tensors(const std::string& url, const std::string& part_path,
                               const std::vector<std::string>& patterns, std::optional<uint64_t> expected_remote_size,
-                              const TransferOptions& opt);
+                              const TransferOptions& opt, const std::vector<ByteRange>& expected_ranges = {});
+// The absolute byte extents of the tensors, sorted, with tensors that follow each other
+// (up to alignment padding) merged into one range.
+std::vector<ByteRange> tensor_extents(const gguf::File& f, const std::vector<const gguf::TensorInfo*>& tensors);
 
 }  // namespace df::store

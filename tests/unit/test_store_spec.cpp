@@ -34,6 +34,10 @@ TEST(StoreSpec, PresetsAreTheSeedsPinnedSources) {
   EXPECT_EQ(m.size, 6397970272ull);
   EXPECT_TRUE(m.sha256.empty());
   EXPECT_EQ(m.tensors, (std::vector<std::string>{"blk.64.*", "output_norm.weight"}));
+  // MTP_HEAD.ranges: output_norm.weight, then blk.64 to the end of the file.
+  EXPECT_EQ(m.ranges, (std::vector<ByteRange>{{289240928ull, 20480ull}, {5946650464ull, 451319808ull}}));
+  EXPECT_EQ(m.ranges[1].offset + m.ranges[1].length, *m.size);
+  EXPECT_TRUE(q.ranges.empty());
   EXPECT_EQ(presets().size(), 3u);
 }
 
@@ -99,9 +103,11 @@ TEST(StoreSpec, PinsMergeWithPresets) {
   m.spec = "ternary-bonsai-2-27b-mtp";
   p = plan_pull(m);
   EXPECT_EQ(p.tensors, (std::vector<std::string>{"blk.64.*", "output_norm.weight"}));
+  EXPECT_EQ(p.ranges.size(), 2u);
   EXPECT_EQ(p.source.size, 6397970272ull);
-  m.tensors = {"blk.64.nextn.*"};
+  m.tensors = {"blk.64.nextn.*"};  // other patterns: the preset's ranges do not apply
   EXPECT_EQ(plan_pull(m).tensors, m.tensors);
+  EXPECT_TRUE(plan_pull(m).ranges.empty());
   m.sha256 = std::string(64, 'b');
   EXPECT_THROW(plan_pull(m), Error);
 }

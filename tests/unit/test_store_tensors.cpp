@@ -189,6 +189,39 @@ TEST_F(StoreTensors, BadPatternsAndServersAreErrors) {
   EXPECT_TRUE(store.list().empty());
 }
 
+TEST_F(StoreTensors, PinnedRangesAreCheckedBeforeDownloading) {
+  auto src = gguf::File::open(kDefaultModel);
+  const std::vector<std::string> patterns = {"blk.8.*", "output_norm.weight"};
+  std::vector<const gguf::TensorInfo*> chosen;
+  for (const auto& t : src->tensors())
+    if (tensor_name_matches(t.name, patterns)) chosen.push_back(&t);
+  const std::vector<ByteRange> ranges = tensor_extents(*src, chosen);
+  // The MTP layer is one contiguous block at the end, output_norm lies elsewhere.
+  ASSERT_EQ(ranges.size(), 2u);
+  uint64_t covered = 0;
+  for (const auto& r : ranges) covered += r.length;
+  uint64_t bytes = 0;
+  for (const auto* t : chosen) bytes += t->nbytes;
+  EXPECT_GE(covered, bytes);
+  EXPECT_LT(covered, bytes + chosen.size() * src->alignment());
+
+  const auto size = default_model_bytes()->size();
+  test::TempDir d;
+  auto r = pull_tensors(server.url("default.gguf"), d.path + "/a.part", patterns, size, test::fast_transfer(), ranges);
+  EXPECT_EQ(r.tensors.size(), chosen.size());
+  std::vector<ByteRange> off = ranges;
+  off[1].offset += 32;
+  server.reset_counters();
+  try {
+    pull_tensors(server.url("default.gguf"), d.path + "/b.part", patterns, size, test::fast_transfer(), off);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pinned at"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(server.requests(), 1);  // the header only
+  EXPECT_FALSE(fs::exists(d.path + "/b.part"));
+}
+
 TEST(StoreGlob, Patterns) {
   EXPECT_TRUE(tensor_name_matches("blk.64.attn_q.weight", {"blk.64.*"}));
   EXPECT_FALSE(tensor_name_matches("blk.6.attn_q.weight", {"blk.64.*"}));
