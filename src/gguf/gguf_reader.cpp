@@ -231,7 +231,7 @@ std::unique_ptr<File> File::header_from_memory(const uint8_t* data, size_t size,
 }
 
 void File::no_data(const TensorInfo& t) {
-  throw Error("GGUF header of '" + t.name + "': this File was parsed from a header only and holds no tensor data");
+  throw Error("tensor '" + t.name + "': this GGUF File was parsed from a header only and holds no tensor data");
 }
 
 File::~File() {
