@@ -32,6 +32,7 @@ void register_pull(CLI::App& app) {
     std::string store_dir;
     int retries = 8;
     bool quiet = false;
+    bool dry_run = false;
     std::string output = "text";
   };
   auto f = std::make_shared<Flags>();
@@ -48,9 +49,27 @@ void register_pull(CLI::App& app) {
   add_store_flag(*cmd, f->store_dir);
   cmd->add_option("--retries", f->retries, "retries of a failing transfer without progress")->check(CLI::NonNegativeNumber);
   cmd->add_flag("-q,--quiet", f->quiet, "no progress bar");
+  cmd->add_flag("--dry-run", f->dry_run, "print what would be fetched (address, pins, name, tensors) and stop");
   cmd->add_option("--output", f->output, "text or json (the record)")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([f] {
     if (f->size) f->req.size = f->size;
+    if (f->dry_run) {
+      const store::PullPlan p = store::plan_pull(f->req);
+      nlohmann::json j = {{"name", p.name}, {"url", p.source.url}, {"tensors", p.tensors}};
+      if (!p.source.preset.empty()) j["preset"] = p.source.preset;
+      if (!p.source.repo.empty()) j["repo"] = p.source.repo;
+      if (!p.source.revision.empty()) j["revision"] = p.source.revision;
+      if (p.source.size) j["size"] = *p.source.size;
+      if (!p.source.sha256.empty()) j["sha256"] = p.source.sha256;
+      for (const auto& r : p.ranges) j["ranges"].push_back({r.offset, r.length});
+      if (f->output == "json") {
+        std::printf("%s\n", j.dump(2).c_str());
+      } else {
+        for (const auto& [k, v] : j.items())
+          std::printf("%-9s %s\n", (k + ":").c_str(), v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
+      }
+      return;
+    }
     store::Store st(store::Store::default_dir(f->store_dir));
     store::TransferOptions opt;
     opt.http.max_retries = f->retries;

@@ -48,5 +48,19 @@ TEST(StoreCli, ImportListRunRemove) {
   std::filesystem::remove_all(store);
 }
 
+TEST(StoreCli, DryRunShowsThePlanWithoutFetching) {
+  const auto j = nlohmann::json::parse(reftest::run(kCli + " pull ternary-bonsai-2-27b-mtp --dry-run --output json"));
+  EXPECT_EQ(j["url"],
+            "https://huggingface.co/CaryPalmer/Ternary-Bonsai-2-27B-262k-GGUF/resolve/"
+            "9f9b92cd8229cb13e473ca3d11055c3f60276508/Ternary-Bonsai-2-27B-PTQ1_0-mtp-procreations.gguf");
+  EXPECT_EQ(j["size"], 6397970272ull);
+  EXPECT_EQ(j["tensors"], nlohmann::json({"blk.64.*", "output_norm.weight"}));
+  EXPECT_EQ(j["ranges"], nlohmann::json::parse("[[289240928, 20480], [5946650464, 451319808]]"));
+  const std::string text = reftest::run(kCli + " pull hf://o/r@abc/m.gguf --sha256 " + std::string(64, 'A') + " --dry-run");
+  EXPECT_NE(text.find("https://huggingface.co/o/r/resolve/abc/m.gguf"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string(64, 'a')), std::string::npos) << text;
+  EXPECT_THROW(reftest::run(kCli + " pull no-such-preset --dry-run 2>/dev/null"), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace df
