@@ -13,7 +13,8 @@ namespace df::cli {
 struct ModelFlags {
   std::string model;           // -m: a file, or a stored model's name; empty: the embedded default model
   std::string store;           // --store
-  int threads = 0;             // -t
+  std::string device = "auto";  // --device cpu | cuda | auto
+  int threads = 0;             // -t (CPU backend)
   int64_t ctx = 4096;          // -c
   int64_t batch = 512;         // -b
   std::string isa = "auto";

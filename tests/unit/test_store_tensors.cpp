@@ -112,7 +112,7 @@ TEST_F(StoreTensors, AModelPulledThisWayRuns) {
   auto greedy = [](const std::string& path) {
     EngineOptions o;
     o.model_path = path;
-    o.threads = 1;
+    o.cpu.threads = 1;
     o.n_ctx = 64;
     auto e = Engine::load(o);
     Session s(*e);
