@@ -74,7 +74,7 @@ void register_bench(CLI::App& app) {
     }
     const Summary p = summarize(pp), g = summarize(tg);
     const double gbs = g.mean * static_cast<double>(info.bytes_per_token) / 1e9;
-    nlohmann::json out = {{"model", resolve_model_path(f->model.model)},
+    nlohmann::json out = {{"model", resolve_model_path(f->model.model, f->model.store)},
                           {"arch", info.arch},
                           {"backend", engine->backend_name()},
                           {"n_params", info.n_params},

@@ -40,10 +40,12 @@ std::string show_value(const gguf::Value& v) {
 
 void register_inspect(CLI::App& app) {
   auto path = std::make_shared<std::string>();
+  auto store_dir = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("inspect", "print a GGUF file's metadata, hyperparameters and tensors");
-  cmd->add_option("model", *path, "GGUF file (default: the embedded model)");
-  cmd->callback([path] {
-    auto f = gguf::File::open(resolve_model_path(*path));
+  cmd->add_option("model", *path, "GGUF file or stored model name (default: the embedded model)");
+  add_store_flag(*cmd, *store_dir);
+  cmd->callback([path, store_dir] {
+    auto f = gguf::File::open(resolve_model_path(*path, *store_dir));
     std::printf("file: %s\nGGUF version %u, alignment %llu, %zu metadata keys, %zu tensors, %.2f MiB\n\n",
                 f->path().c_str(), f->version(), static_cast<unsigned long long>(f->alignment()),
                 f->metadata().size(), f->tensors().size(), static_cast<double>(f->file_size()) / (1 << 20));

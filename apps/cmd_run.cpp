@@ -61,7 +61,7 @@ void register_run(CLI::App& app) {
     if (json) {
       const Stats& st = session.stats();
       nlohmann::json out = {
-          {"model", resolve_model_path(f->model.model)},
+          {"model", resolve_model_path(f->model.model, f->model.store)},
           {"prompt_tokens", prompt},
           {"tokens", ids},
           {"text", nlohmann::json(generated)},

@@ -6,11 +6,13 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "store/store.h"
 
 namespace df::cli {
 
 void add_model_flags(CLI::App& app, ModelFlags& f) {
-  app.add_option("-m,--model", f.model, "GGUF model file (default: the embedded default model)");
+  app.add_option("-m,--model", f.model, "GGUF model file or stored model name (default: the embedded default model)");
+  add_store_flag(app, f.store);
   app.add_option("--device", f.device, "compute device: cpu, cuda, or auto (CUDA when built in and a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("-t,--threads", f.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
@@ -28,8 +30,8 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("-q,--quiet", f.quiet, "no progress bar or statistics");
 }
 
-std::string resolve_model_path(const std::string& m) {
-  if (!m.empty()) return m;
+std::string resolve_model_path(const std::string& m, const std::string& store_dir) {
+  if (!m.empty()) return store::resolve_model(m, store_dir);
   for (const char* p : {DF_DEFAULT_MODEL_BUILD, DF_DEFAULT_MODEL_INSTALL})
     if (std::filesystem::exists(p)) return p;
   throw Error(std::string("the default model was not found at ") + DF_DEFAULT_MODEL_BUILD +
@@ -47,7 +49,7 @@ void progress_bar(const std::string& label, double fraction) {
 
 std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   EngineOptions o;
-  o.model_path = resolve_model_path(f.model);
+  o.model_path = resolve_model_path(f.model, f.store);
   o.device = f.device;
   o.cpu.threads = f.threads;
   o.cpu.isa = f.isa;

@@ -11,7 +11,8 @@
 namespace df::cli {
 
 struct ModelFlags {
-  std::string model;           // -m; empty: the embedded default model
+  std::string model;           // -m: a file, or a stored model's name; empty: the embedded default model
+  std::string store;           // --store
   std::string device = "auto";  // --device cpu | cuda | auto
   int threads = 0;             // -t (CPU backend)
   int64_t ctx = 4096;          // -c
@@ -24,8 +25,11 @@ struct ModelFlags {
 };
 
 void add_model_flags(CLI::App& app, ModelFlags& f);
-// The path -m names, or the default model's.
-std::string resolve_model_path(const std::string& m);
+// The path -m names: a file, else a stored model of the store `store_dir` selects (--store,
+// else $DISKFORMER_HOME, else ~/.cache/diskformer); empty: the default model's.
+std::string resolve_model_path(const std::string& m, const std::string& store_dir = "");
+// --store DIR, for commands that resolve models by name.
+void add_store_flag(CLI::App& app, std::string& dir);
 // Loads the engine, drawing a progress bar on stderr unless quiet.
 std::unique_ptr<Engine> load_engine(const ModelFlags& f);
 
@@ -49,5 +53,7 @@ void register_logits(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_pull(CLI::App& app);
+void register_store_commands(CLI::App& app);  // models, rm, import
 
 }  // namespace df::cli

@@ -1,4 +1,5 @@
-// diskformer CLI: run, chat, serve, tokenize, logits, perplexity, inspect, bench.
+// diskformer CLI: run, chat, serve, tokenize, logits, perplexity, inspect, bench; the model store:
+// pull, models, rm, import.
 #include <cstdio>
 #include <exception>
 
@@ -16,6 +17,8 @@ int main(int argc, char** argv) {
   df::cli::register_perplexity(app);
   df::cli::register_inspect(app);
   df::cli::register_bench(app);
+  df::cli::register_pull(app);
+  df::cli::register_store_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

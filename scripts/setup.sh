@@ -26,7 +26,7 @@ log() { echo "setup: $*"; }
 # ---- 1. system packages (Debian 12 names) ----
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
           libpcre2-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
-          libcpp-httplib-dev)
+          libcpp-httplib-dev libcurl4-openssl-dev libssl-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/error.h"
 #include "quant/types.h"
 
 namespace df::gguf {
@@ -58,6 +59,14 @@ struct TensorInfo {
   int64_t n_elements() const;
 };
 
+// Thrown by File::header_from_memory when the header runs past the bytes it was given:
+// `needed` is a lower bound on the prefix length that the parse needs (fetch more, retry).
+class HeaderTruncated : public Error {
+ public:
+  HeaderTruncated(const std::string& what, uint64_t needed) : Error(what), needed(needed) {}
+  uint64_t needed;
+};
+
 // A validated, memory-mapped GGUF file. Throws df::Error with a message naming the problem
 // (bad magic, unsupported version, truncated, tensor past end of file, bad dims, unknown
 // type, duplicate names, ...).
@@ -66,6 +75,11 @@ class File {
   static std::unique_ptr<File> open(const std::string& path);
   // Parse from memory (the buffer must outlive the File). Used by tests and the fuzzer.
   static std::unique_ptr<File> from_memory(const uint8_t* data, size_t size);
+  // Parses only the header (metadata, tensor infos) of a file of `file_size` bytes from a
+  // buffer holding its first `size` bytes, e.g. a remote file read by range requests. Tensor
+  // extents are validated against file_size; the File holds no tensor data (has_data() is
+  // false, tensor_data() throws). Throws HeaderTruncated when the header needs more bytes.
+  static std::unique_ptr<File> header_from_memory(const uint8_t* data, size_t size, uint64_t file_size);
   ~File();
   File(const File&) = delete;
   File& operator=(const File&) = delete;
@@ -96,15 +110,22 @@ class File {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
   const TensorInfo& tensor(std::string_view name) const;  // throws if missing
-  const uint8_t* tensor_data(const TensorInfo& t) const { return base_ + data_offset_ + t.offset; }
-  const uint8_t* base() const { return base_; }
+  bool has_data() const { return !header_only_; }
+  const uint8_t* tensor_data(const TensorInfo& t) const {
+    if (header_only_) no_data(t);
+    return base_ + data_offset_ + t.offset;
+  }
+  const uint8_t* base() const { return header_only_ ? nullptr : base_; }
 
  private:
   File() = default;
   void parse();
+  [[noreturn]] static void no_data(const TensorInfo& t);
   std::string path_;
   const uint8_t* base_ = nullptr;
-  size_t size_ = 0;
+  size_t size_ = 0;          // the file's size
+  size_t avail_ = 0;         // bytes at base_: size_, or the header prefix when header_only_
+  bool header_only_ = false;
   void* mapping_ = nullptr;  // mmap address when opened from a path
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
@@ -132,10 +153,26 @@ class Writer {
   // Tensor bytes are copied; ne[0] is the row dimension; bytes.size() must match the type.
   void add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
                   const void* data, size_t nbytes);
+  // Declares a tensor whose bytes the writer does not hold (large files written piece by
+  // piece, e.g. downloaded): layout() says where they go. to_bytes() and write() refuse a
+  // Writer that has such tensors.
+  void add_tensor_info(const std::string& name, GgmlType type, const std::vector<int64_t>& ne);
   std::vector<uint8_t> to_bytes() const;
   void write(const std::string& path) const;
 
+  // The file as to_bytes() lays it out: the bytes before the tensor data (header, key-values,
+  // tensor infos, padding to the alignment), each tensor's info with its offset relative to
+  // the data section (= meta.size()), and the total size (every tensor padded to the alignment).
+  struct Layout {
+    std::vector<uint8_t> meta;
+    std::vector<TensorInfo> tensors;
+    uint64_t file_size = 0;
+  };
+  Layout layout() const;
+  uint32_t alignment() const { return alignment_; }
+
  private:
+  TensorInfo checked_info(const std::string& name, GgmlType type, const std::vector<int64_t>& ne) const;
   template <class Emit>
   void emit_file(Emit&& emit) const;
   uint32_t alignment_ = 32;
@@ -143,6 +180,7 @@ class Writer {
   struct PendingTensor {
     TensorInfo info;
     std::vector<uint8_t> data;
+    bool has_data = true;  // false: declared by add_tensor_info
   };
   std::vector<PendingTensor> tensors_;
 };

@@ -44,8 +44,10 @@ std::string shape_string(const std::vector<int64_t>& ne) {
 // Sequential little-endian reader over [data, data + size) with bounds checks.
 class Parser {
  public:
-  Parser(const uint8_t* data, size_t size, const std::string& path)
-      : data_(data), size_(size), path_(path) {}
+  // [data, data + avail) holds the first avail of the file's size bytes (avail < size only
+  // when parsing a header prefix: reads past avail then throw HeaderTruncated).
+  Parser(const uint8_t* data, size_t avail, size_t size, const std::string& path)
+      : data_(data), avail_(avail), size_(size), path_(path) {}
 
   [[noreturn]] void fail(const std::string& msg) const { throw Error(where(path_) + msg); }
   size_t pos() const { return pos_; }
@@ -59,6 +61,10 @@ class Parser {
            (context_.empty() ? "" : " of " + context_) + " at offset " + std::to_string(pos_) +
            " needs " + std::to_string(n) + " bytes, only " + std::to_string(remaining()) +
            " remain");
+    if (n > avail_ - pos_)
+      throw HeaderTruncated(where(path_) + "the header needs more than the " + std::to_string(avail_) +
+                                " bytes given",
+                            pos_ + n);
     const uint8_t* p = data_ + pos_;
     pos_ += static_cast<size_t>(n);
     return p;
@@ -84,6 +90,7 @@ class Parser {
 
  private:
   const uint8_t* data_;
+  size_t avail_;
   size_t size_;
   size_t pos_ = 0;
   const std::string& path_;
@@ -187,7 +194,7 @@ std::unique_ptr<File> File::open(const std::string& path) {
     ::close(fd);
     throw Error("GGUF file '" + path + "' is not a regular file");
   }
-  f->size_ = static_cast<size_t>(st.st_size);
+  f->size_ = f->avail_ = static_cast<size_t>(st.st_size);
   if (f->size_ > 0) {
     void* m = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     const int e = errno;
@@ -205,17 +212,34 @@ std::unique_ptr<File> File::open(const std::string& path) {
 std::unique_ptr<File> File::from_memory(const uint8_t* data, size_t size) {
   std::unique_ptr<File> f(new File());
   f->base_ = data;
-  f->size_ = size;
+  f->size_ = f->avail_ = size;
   f->parse();
   return f;
 }
 
+std::unique_ptr<File> File::header_from_memory(const uint8_t* data, size_t size, uint64_t file_size) {
+  if (size > file_size)
+    throw Error("GGUF header: a prefix of " + std::to_string(size) + " bytes is longer than the file (" +
+                std::to_string(file_size) + " bytes)");
+  std::unique_ptr<File> f(new File());
+  f->base_ = data;
+  f->avail_ = size;
+  f->size_ = static_cast<size_t>(file_size);
+  f->header_only_ = true;
+  f->parse();
+  return f;
+}
+
+void File::no_data(const TensorInfo& t) {
+  throw Error("tensor '" + t.name + "': this GGUF File was parsed from a header only and holds no tensor data");
+}
+
 File::~File() {
-  if (mapping_) ::munmap(mapping_, size_);
+  if (mapping_) ::munmap(mapping_, avail_);
 }
 
 void File::parse() {
-  Parser p(base_, size_, path_);
+  Parser p(base_, avail_, size_, path_);
 
   // ---- header: magic, version, counts ----
   p.set_context("the header");

@@ -178,8 +178,7 @@ void Writer::set_f32_array(const std::string& key, const std::vector<float>& v) 
 }
 void Writer::set_alignment(uint32_t a) { set_u32("general.alignment", a); }
 
-void Writer::add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
-                        const void* data, size_t nbytes) {
+TensorInfo Writer::checked_info(const std::string& name, GgmlType type, const std::vector<int64_t>& ne) const {
   const std::string tn = "GGUF writer: tensor '" + name + "'";
   if (name.empty()) throw Error("GGUF writer: empty tensor name");
   if (name.size() > kMaxNameBytes)
@@ -197,17 +196,31 @@ void Writer::add_tensor(const std::string& name, GgmlType type, const std::vecto
   if (ne[0] % ti->block_elems != 0)
     throw Error(tn + ": row of " + std::to_string(ne[0]) + " elements is not a multiple of the " +
                 std::string(ti->name) + " block size " + std::to_string(ti->block_elems));
-  const uint64_t expected = static_cast<uint64_t>(n / ti->block_elems) * ti->block_bytes;
-  if (nbytes != expected)
-    throw Error(tn + ": got " + std::to_string(nbytes) + " bytes, type " + std::string(ti->name) +
-                " needs " + std::to_string(expected));
+  TensorInfo info;
+  info.name = name;
+  info.ne = ne;
+  info.type = type;
+  info.nbytes = static_cast<uint64_t>(n / ti->block_elems) * ti->block_bytes;
+  return info;
+}
+
+void Writer::add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
+                        const void* data, size_t nbytes) {
   PendingTensor t;
-  t.info.name = name;
-  t.info.ne = ne;
-  t.info.type = type;
-  t.info.nbytes = nbytes;
+  t.info = checked_info(name, type, ne);
+  if (nbytes != t.info.nbytes)
+    throw Error("GGUF writer: tensor '" + name + "': got " + std::to_string(nbytes) + " bytes, type " +
+                std::string(type_info(static_cast<uint32_t>(type))->name) + " needs " +
+                std::to_string(t.info.nbytes));
   const auto* p = static_cast<const uint8_t*>(data);
   t.data.assign(p, p + nbytes);
+  tensors_.push_back(std::move(t));
+}
+
+void Writer::add_tensor_info(const std::string& name, GgmlType type, const std::vector<int64_t>& ne) {
+  PendingTensor t;
+  t.info = checked_info(name, type, ne);
+  t.has_data = false;
   tensors_.push_back(std::move(t));
 }
 
@@ -239,16 +252,26 @@ std::vector<uint8_t> encode_meta(const std::vector<std::pair<std::string, Value>
 }  // namespace
 
 // Calls emit(pointer, size) for each piece of the file in order (tensor data is not copied).
-template <class Emit>
-void Writer::emit_file(Emit&& emit) const {
-  std::vector<TensorInfo> infos;
+Writer::Layout Writer::layout() const {
+  Layout l;
   uint64_t offset = 0;
   for (const auto& t : tensors_) {
-    infos.push_back(t.info);
-    infos.back().offset = offset;
+    l.tensors.push_back(t.info);
+    l.tensors.back().offset = offset;
     offset += pad_to(t.info.nbytes, alignment_);
   }
-  const std::vector<uint8_t> meta = encode_meta(kv_, infos, alignment_);
+  l.meta = encode_meta(kv_, l.tensors, alignment_);
+  l.file_size = l.meta.size() + offset;
+  return l;
+}
+
+template <class Emit>
+void Writer::emit_file(Emit&& emit) const {
+  for (const auto& t : tensors_)
+    if (!t.has_data)
+      throw Error("GGUF writer: tensor '" + t.info.name + "' was declared without data (add_tensor_info); "
+                  "write its bytes at layout()'s offsets instead");
+  const std::vector<uint8_t> meta = layout().meta;
   emit(meta.data(), meta.size());
   const std::vector<uint8_t> zeros(alignment_, 0);
   for (const auto& t : tensors_) {
