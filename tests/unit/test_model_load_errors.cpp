@@ -53,13 +53,7 @@ class ModelLoad : public ::testing::Test {
     file_ = gguf::File::from_memory(bytes_.data(), bytes_.size());
     try {
       auto model = load_model(*file_, backend_);
-      StateOptions so;
-      so.n_ctx = 8;
-      so.max_chunk = 4;
-      auto state = model->new_state(so);
-      const int32_t toks[2] = {1, 2};
-      std::vector<float> logits(static_cast<size_t>(2 * model->info().n_vocab));
-      model->forward(*state, toks, 2, 0, true, logits.data());
+      make_model::smoke_forward(*model, 1, 2);
     } catch (const Error& err) {
       return err.what();
     }

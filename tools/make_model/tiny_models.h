@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/error.h"
 #include "gguf/gguf.h"
+#include "models/model.h"
 #include "qwen35_model.h"
 #include "qwen3_model.h"
 
@@ -38,6 +40,23 @@ inline gguf::Writer tiny_qwen35_writer(GgmlType type = GgmlType::F32, int mtp = 
   f.full_attn_interval = 2, f.mtp_layers = mtp;
   write_qwen35(w, tiny_shape(tied), f, type, Qwen35Scales{});
   return w;
+}
+
+// Runs a loaded model: tokens t0, t1 from position 0 (logits of both rows), then a decode
+// step at position 2. Throws df::Error when the model refuses; returns the last logits.
+inline std::vector<float> smoke_forward(Model& model, int32_t t0, int32_t t1) {
+  StateOptions so;
+  so.n_ctx = 8;
+  so.max_chunk = 4;
+  auto state = model.new_state(so);
+  const int32_t toks[2] = {t0, t1};
+  const int64_t n_vocab = model.info().n_vocab;
+  if (n_vocab <= 0) throw Error("smoke_forward: no vocabulary");
+  std::vector<float> logits(static_cast<size_t>(2 * n_vocab));
+  model.forward(*state, toks, 2, 0, true, logits.data());
+  model.forward(*state, toks, 1, 2, false, logits.data());
+  logits.resize(static_cast<size_t>(n_vocab));
+  return logits;
 }
 
 }  // namespace df::make_model

@@ -38,7 +38,7 @@ inline uint32_t load_u32(const void* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
-inline uint64_t load_u64(const void* p) {
+[[maybe_unused]] inline uint64_t load_u64(const void* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
