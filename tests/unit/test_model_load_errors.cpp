@@ -216,5 +216,34 @@ TEST_F(ModelLoad, AnUnknownArchitectureIsNamed) {
   EXPECT_NE(load(make_model::tiny_qwen3_writer(), e).find("'llama9'"), std::string::npos);
 }
 
+// Sizes far beyond any model are refused before a loader multiplies them (found by fuzz_model:
+// head_count * key_length overflowed int64 in the qwen35 loader).
+TEST_F(ModelLoad, ImplausibleSizesAreNamedBeforeAnyProductOverflows) {
+  struct Case {
+    bool qwen35;
+    std::string key;
+    gguf::Value v;
+  };
+  const std::vector<Case> cases = {
+      {false, "qwen3.attention.head_count", gguf::make_u32(0xFFFFFFFFu)},
+      {false, "qwen3.attention.key_length", gguf::make_u64(uint64_t{1} << 62)},
+      {false, "qwen3.embedding_length", gguf::make_i64(int64_t{1} << 40)},
+      {true, "qwen35.attention.key_length", gguf::make_u32(1u << 31)},
+      {true, "qwen35.ssm.state_size", gguf::make_u32(1u << 24)},
+      {true, "qwen35.rope.dimension_sections", gguf::make_array(std::vector<int32_t>{1 << 30, 1 << 30, 2, 0})},
+  };
+  for (const Case& c : cases) {
+    Edits e;
+    e.set_keys = {{c.key, c.v}};
+    const std::string err = load(c.qwen35 ? make_model::tiny_qwen35_writer() : make_model::tiny_qwen3_writer(), e);
+    EXPECT_NE(err.find("'" + c.key + "'"), std::string::npos) << err;
+    EXPECT_NE(err.find("out of range"), std::string::npos) << err;
+  }
+  // A long context is not a size: it loads.
+  Edits e;
+  e.set_keys = {{"qwen3.context_length", gguf::make_u64(uint64_t{1} << 40)}};
+  EXPECT_EQ(load(make_model::tiny_qwen3_writer(), e), "");
+}
+
 }  // namespace
 }  // namespace df
