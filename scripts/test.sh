@@ -33,15 +33,16 @@ while [[ $# -gt 0 ]]; do
 done
 
 NOT_RUN=()
+[[ $REF_DIR == /* ]] || REF_DIR="$PWD/$REF_DIR"
 SRC_DIR="$REF_DIR/llama.cpp"
 LIB_DIR="$REF_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 REF_ARGS=()
 ASAN_REF_ARGS=(-DDF_LLAMA_SRC= -DDF_LLAMA_LIB=)
 if [[ -f "$SRC_DIR/include/llama.h" && -d "$LIB_DIR" ]]; then
-  REF_ARGS=(-DDF_LLAMA_SRC="$PWD/$SRC_DIR" -DDF_LLAMA_LIB="$PWD/$LIB_DIR")
+  REF_ARGS=(-DDF_LLAMA_SRC="$SRC_DIR" -DDF_LLAMA_LIB="$LIB_DIR")
   # The sanitizer build gets the source tree only (unit tests read its vocab files); without
   # the libraries no llama.cpp code is loaded under ASan.
-  ASAN_REF_ARGS=(-DDF_LLAMA_SRC="$PWD/$SRC_DIR" -DDF_LLAMA_LIB=)
+  ASAN_REF_ARGS=(-DDF_LLAMA_SRC="$SRC_DIR" -DDF_LLAMA_LIB=)
 else
   why="no llama.cpp reference in $REF_DIR:"
   [[ -f "$SRC_DIR/include/llama.h" ]] || why+=" $SRC_DIR/include/llama.h is missing;"
