@@ -42,8 +42,8 @@ inline gguf::Writer tiny_qwen35_writer(GgmlType type = GgmlType::F32, int mtp = 
   return w;
 }
 
-// Runs a loaded model: tokens t0, t1 from position 0 (logits of both rows), then a decode
-// step at position 2. Throws df::Error when the model refuses; returns the last logits.
+// Runs a loaded model: tokens t0, t1 from position 0 (outputs for both rows), then a decode
+// step at position 2. Throws df::Error when the model refuses; returns the last row's logits.
 inline std::vector<float> smoke_forward(Model& model, int32_t t0, int32_t t1) {
   StateOptions so;
   so.n_ctx = 8;
@@ -52,10 +52,11 @@ inline std::vector<float> smoke_forward(Model& model, int32_t t0, int32_t t1) {
   const int32_t toks[2] = {t0, t1};
   const int64_t n_vocab = model.info().n_vocab;
   if (n_vocab <= 0) throw Error("smoke_forward: no vocabulary");
-  std::vector<float> logits(static_cast<size_t>(2 * n_vocab));
-  model.forward(*state, toks, 2, 0, true, logits.data());
-  model.forward(*state, toks, 1, 2, false, logits.data());
-  logits.resize(static_cast<size_t>(n_vocab));
+  ForwardOutputs o = model.forward(*state, Batch::sequence(toks, 2, 0, true));
+  if (o.n_out() != 2 || o.logits.cols != n_vocab) throw Error("smoke_forward: wrong output rows");
+  o = model.forward(*state, Batch::sequence(toks, 1, 2, false));
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
+  model.backend().download(o.logits.slice_rows(o.n_out() - 1, 1), logits.data(), logits.size() * sizeof(float));
   return logits;
 }
 
