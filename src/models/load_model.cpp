@@ -12,7 +12,8 @@ std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend) {
   check_hparam_limits(file, arch);
   if (arch == "qwen3") return make_qwen3(file, backend);
   if (arch == "qwen35") return make_qwen35(file, backend);
-  throw Error("unsupported model architecture '" + arch + "' (supported: qwen3, qwen35)");
+  if (arch == "qwen35moe") return make_qwen35moe(file, backend);
+  throw Error("unsupported model architecture '" + arch + "' (supported: qwen3, qwen35, qwen35moe)");
 }
 
 }  // namespace df

@@ -55,6 +55,13 @@ class CpuBackend final : public Backend {
                 const Tensor& snapshots) override;
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                         const Tensor& state, float scale, const Tensor& out, const Tensor& snapshots) override;
+  // Mixture-of-experts ops (moe_ops.cpp).
+  void moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids,
+                 const Tensor& weights) override;
+  void matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                 const Tensor& y) override;
+  void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
+                   const Tensor& out) override;
 
   int threads() const { return pool_.size(); }
   Isa isa() const { return kernels_.isa; }
@@ -77,6 +84,7 @@ class CpuBackend final : public Backend {
   int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0
   ThreadPool pool_;
   std::vector<uint8_t> act_buf_;
+  std::vector<uint8_t> moe_buf_;  // matmul_id: rows gathered by expert, their products
   std::vector<std::vector<float>> thread_buf_;
   std::vector<std::vector<uint8_t>> thread_bytes_;
 };
