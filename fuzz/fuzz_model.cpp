@@ -158,8 +158,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (kv.empty()) break;
         auto& [k, v] = kv[p.ConsumeIntegralInRange<size_t>(0, kv.size() - 1)];
         if (!v.is_integer()) break;
-        const int64_t delta = p.ConsumeIntegralInRange<int64_t>(-3, 3);
-        v = gguf::make_u32(static_cast<uint32_t>(v.as_i64(k) + delta));  // the bases' keys are small
+        const uint32_t delta = static_cast<uint32_t>(p.ConsumeIntegralInRange<int32_t>(-3, 3));  // wraps
+        if (const auto* u = std::get_if<uint64_t>(&v.v)) v = gguf::make_u32(static_cast<uint32_t>(*u + delta));
+        if (const auto* i = std::get_if<int64_t>(&v.v)) v = gguf::make_u32(static_cast<uint32_t>(static_cast<uint64_t>(*i) + delta));
         break;
       }
       case 2:  // remove a key

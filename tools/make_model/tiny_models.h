@@ -38,7 +38,7 @@ inline gguf::Writer tiny_qwen35_writer(GgmlType type = GgmlType::F32, int mtp = 
   Qwen35Flags f;
   f.rot_dims = 8, f.ssm_state = 8, f.ssm_k_heads = 1, f.ssm_v_heads = 2, f.conv_kernel = 4;
   f.full_attn_interval = 2, f.mtp_layers = mtp;
-  write_qwen35(w, tiny_shape(tied), f, type, Qwen35Scales{});
+  write_qwen35(w, "qwen35", tiny_shape(tied), f, type, Qwen35Scales{});
   return w;
 }
 
