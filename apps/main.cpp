@@ -19,6 +19,15 @@ int main(int argc, char** argv) {
   df::cli::register_bench(app);
   df::cli::register_pull(app);
   df::cli::register_store_commands(app);
+  // CLI11 would only say "A subcommand is required" for a mistyped command.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) known = known || sub->check_name(argv[1]);
+    if (!known) {
+      std::fprintf(stderr, "diskformer: unknown command '%s' (--help lists the commands)\n", argv[1]);
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

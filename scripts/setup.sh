@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # Installs what diskformer needs to build and test, skipping whatever is already present:
 #   1. Debian packages (compiler, CMake/Ninja, libraries, Node.js/npm, git) via apt-get
-#      (as root, or through sudo when it is available);
+#      (as root, or through sudo when it is available); for the fuzz targets also clang, its
+#      libFuzzer / sanitizer runtimes and llvm-symbolizer (clang libclang-rt-dev llvm; not with
+#      --no-fuzz);
 #   2. the npm `openai` client the server test drives (tests/server, `npm ci` from its lock file);
 #   3. the llama.cpp reference: npm packages node-llama-cpp 3.21.1 + @node-llama-cpp/linux-x64
 #      3.21.1 (prebuilt CPU libraries) installed with `npm ci` from the committed lock file into
 #      build/ref, and the matching llama.cpp source cloned from the package's git bundle into
 #      build/ref/llama.cpp.
-# Usage: scripts/setup.sh [--no-ref] [--ref-dir DIR]
+# Usage: scripts/setup.sh [--no-ref] [--no-fuzz] [--ref-dir DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REF_DIR=build/ref
 WITH_REF=1
+WITH_FUZZ=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-ref) WITH_REF=0; shift ;;
+    --no-fuzz) WITH_FUZZ=0; shift ;;
     --ref-dir) REF_DIR="$2"; shift 2 ;;
-    *) echo "setup.sh: unknown argument '$1' (--no-ref | --ref-dir DIR)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown argument '$1' (--no-ref | --no-fuzz | --ref-dir DIR)" >&2; exit 2 ;;
   esac
 done
 
@@ -27,6 +31,8 @@ log() { echo "setup: $*"; }
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
           libpcre2-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
           libcpp-httplib-dev libcurl4-openssl-dev libssl-dev)
+# libFuzzer and the sanitizer runtimes come with libclang-rt-dev (only recommended by clang).
+if [[ $WITH_FUZZ == 1 ]]; then PACKAGES+=(clang libclang-rt-dev llvm); fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

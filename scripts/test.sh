@@ -3,35 +3,60 @@
 #   1. Release build in build/ with the llama.cpp reference from scripts/setup.sh (when
 #      present), then every test (`ctest`: unit + reference labels);
 #   2. a second build in build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer that
-#      builds only df_unit_tests and runs the `unit` label under it.
-# Usage: scripts/test.sh [--no-sanitize] [--jobs N] [--ref-dir DIR]
+#      builds only df_unit_tests and runs the `unit` label under it;
+#   3. the libFuzzer targets (fuzz/) built with clang + ASan + UBSan in build-fuzz/, each run for
+#      --fuzz-seconds (default 60) from its corpus fuzz/corpus/<target>/ (seeds and regressions).
+# In CI (CI=true, or --require-ref) the llama.cpp reference must be there: a missing reference
+# fails here, and a test that would skip for want of it fails (tests/reference_required.h).
+# Without it (a developer's run) the reference tests are not built and the script says so.
+# Usage: scripts/test.sh [--no-sanitize] [--no-fuzz] [--fuzz-seconds N] [--require-ref] [--jobs N] [--ref-dir DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REF_DIR=build/ref
 JOBS=2
 SANITIZE=1
+FUZZ=1
+FUZZ_SECONDS=60
+REQUIRE_REF=0  # CI: the reference (and clang for the fuzz targets) must be there
+if [[ ${CI:-} == true ]]; then REQUIRE_REF=1; fi
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-sanitize) SANITIZE=0; shift ;;
+    --no-fuzz) FUZZ=0; shift ;;
+    --fuzz-seconds) FUZZ_SECONDS="$2"; shift 2 ;;
+    --require-ref) REQUIRE_REF=1; shift ;;
     --jobs|-j) JOBS="$2"; shift 2 ;;
     --ref-dir) REF_DIR="$2"; shift 2 ;;
-    *) echo "test.sh: unknown argument '$1' (--no-sanitize | --jobs N | --ref-dir DIR)" >&2; exit 2 ;;
+    *) echo "test.sh: unknown argument '$1' (--no-sanitize | --no-fuzz | --fuzz-seconds N | --require-ref | --jobs N | --ref-dir DIR)" >&2; exit 2 ;;
   esac
 done
 
+NOT_RUN=()
+[[ $REF_DIR == /* ]] || REF_DIR="$PWD/$REF_DIR"
 SRC_DIR="$REF_DIR/llama.cpp"
 LIB_DIR="$REF_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 REF_ARGS=()
 ASAN_REF_ARGS=(-DDF_LLAMA_SRC= -DDF_LLAMA_LIB=)
 if [[ -f "$SRC_DIR/include/llama.h" && -d "$LIB_DIR" ]]; then
-  REF_ARGS=(-DDF_LLAMA_SRC="$PWD/$SRC_DIR" -DDF_LLAMA_LIB="$PWD/$LIB_DIR")
+  REF_ARGS=(-DDF_LLAMA_SRC="$SRC_DIR" -DDF_LLAMA_LIB="$LIB_DIR")
   # The sanitizer build gets the source tree only (unit tests read its vocab files); without
   # the libraries no llama.cpp code is loaded under ASan.
-  ASAN_REF_ARGS=(-DDF_LLAMA_SRC="$PWD/$SRC_DIR" -DDF_LLAMA_LIB=)
+  ASAN_REF_ARGS=(-DDF_LLAMA_SRC="$SRC_DIR" -DDF_LLAMA_LIB=)
 else
-  echo "test.sh: no llama.cpp reference in $REF_DIR (run scripts/setup.sh): reference tests are skipped" >&2
+  why="no llama.cpp reference in $REF_DIR:"
+  [[ -f "$SRC_DIR/include/llama.h" ]] || why+=" $SRC_DIR/include/llama.h is missing;"
+  [[ -d "$LIB_DIR" ]] || why+=" $LIB_DIR is missing;"
+  if [[ $REQUIRE_REF == 1 ]]; then
+    echo "test.sh: FAILED: $why CI (CI=true or --require-ref) needs the reference: run scripts/setup.sh" >&2
+    exit 1
+  fi
+  echo "test.sh: $why run scripts/setup.sh. df_ref_tests is not built and the unit tests that need the" \
+       "reference skip (ctest lists them as not run)" >&2
+  NOT_RUN+=("df_ref_tests and the reference unit tests ($why)")
 fi
+# Tests read this to fail rather than skip when the reference is missing.
+if [[ $REQUIRE_REF == 1 ]]; then export DF_REQUIRE_REFERENCE=1; fi
 
 section() { echo; echo "==== $* ===="; }
 start=$SECONDS
@@ -56,6 +81,43 @@ if [[ $SANITIZE == 1 ]]; then
   ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     ctest --test-dir build-asan -L unit --output-on-failure || failed+=("ctest build-asan/ (ASan+UBSan)")
+fi
+
+if [[ $FUZZ == 1 ]]; then
+  section "fuzz targets (build-fuzz/, clang + libFuzzer + ASan + UBSan, ${FUZZ_SECONDS} s each)"
+  if command -v clang++ >/dev/null 2>&1; then
+    fuzz_start=$SECONDS
+    CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDF_FUZZ=ON \
+          -DDF_TESTS=OFF -DDF_BENCH=OFF "${ASAN_REF_ARGS[@]}"
+    FUZZ_TARGETS=(fuzz_gguf fuzz_tokenizer fuzz_model)
+    if ninja -C build-fuzz -j"$JOBS" "${FUZZ_TARGETS[@]}"; then
+      echo "fuzz build: $((SECONDS - fuzz_start)) s"
+      for t in "${FUZZ_TARGETS[@]}"; do
+        # New inputs go to build-fuzz/corpus/<t> (first directory); fuzz/corpus/<t> is read only.
+        mkdir -p "build-fuzz/corpus/$t" "build-fuzz/artifacts/$t"
+        dict=(); [[ -f "fuzz/$t.dict" ]] && dict=(-dict="fuzz/$t.dict")
+        echo "+ $t: ${FUZZ_SECONDS} s"
+        ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
+        UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+          "build-fuzz/fuzz/$t" -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=2048 \
+            -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$t/" "${dict[@]}" \
+            "build-fuzz/corpus/$t" "fuzz/corpus/$t" ||
+          failed+=("$t (crash input in build-fuzz/artifacts/$t/)")
+      done
+    else
+      failed+=("fuzz build (build-fuzz/)")
+    fi
+    echo "fuzz build + runs: $((SECONDS - fuzz_start)) s"
+  elif [[ $REQUIRE_REF == 1 ]]; then
+    failed+=("fuzz targets: no clang++ (scripts/setup.sh installs clang libclang-rt-dev llvm)")
+  else
+    echo "test.sh: no clang++: fuzz targets not built (scripts/setup.sh installs them)" >&2
+    NOT_RUN+=("fuzz targets (no clang++)")
+  fi
+fi
+
+if [[ ${#NOT_RUN[@]} -gt 0 ]]; then
+  echo "test.sh: NOT RUN: ${NOT_RUN[*]}" >&2
 fi
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "test.sh: FAILED: ${failed[*]} ($((SECONDS - start)) s)" >&2

@@ -1,5 +1,6 @@
 #include "common/error.h"
 #include "gguf/gguf.h"
+#include "models/hparam_limits.h"
 #include "models/model.h"
 #include "models/qwen3.h"
 #include "models/qwen35.h"
@@ -8,6 +9,7 @@ namespace df {
 
 std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend) {
   const std::string arch = file.get_string("general.architecture");
+  check_hparam_limits(file, arch);
   if (arch == "qwen3") return make_qwen3(file, backend);
   if (arch == "qwen35") return make_qwen35(file, backend);
   if (arch == "qwen35moe") return make_qwen35moe(file, backend);

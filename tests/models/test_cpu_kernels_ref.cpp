@@ -3,6 +3,8 @@
 // ggml_get_type_traits_cpu(type)->from_float / vec_dot.
 #include <gtest/gtest.h>
 
+#include "reference_required.h"
+
 #include <bit>
 #include <cmath>
 #include <random>
@@ -53,8 +55,8 @@ std::vector<Isa> isas() {
 
 TEST(CpuKernelsRef, QuantizeActBitExactWithGgmlCpuFromFloat) {
   static df::test::GgmlLibs libs;
-  if (!libs.error().empty()) GTEST_SKIP() << libs.error();
-  if (!libs.cpu_traits(GGML_TYPE_F32)) GTEST_SKIP() << "no libggml-cpu variant loadable";
+  if (!libs.error().empty()) DF_REFERENCE_MISSING(libs.error());
+  if (!libs.cpu_traits(GGML_TYPE_F32)) DF_REFERENCE_MISSING("no libggml-cpu variant loadable");
   RecordProperty("ggml_cpu_variant", libs.cpu_variant());
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -105,8 +107,8 @@ bool bit_exact_type(GgmlType t) {
 // activation rows (the gemm / prefill path) against vec_dot per row and column.
 TEST(CpuKernelsRef, VecDotMatchesGgmlCpuVecDot) {
   static df::test::GgmlLibs libs;
-  if (!libs.error().empty()) GTEST_SKIP() << libs.error();
-  if (!libs.cpu_traits(GGML_TYPE_F32)) GTEST_SKIP() << "no libggml-cpu variant loadable";
+  if (!libs.error().empty()) DF_REFERENCE_MISSING(libs.error());
+  if (!libs.cpu_traits(GGML_TYPE_F32)) DF_REFERENCE_MISSING("no libggml-cpu variant loadable");
   std::mt19937 rng(12);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (GgmlType t : kTypes) {

@@ -2,6 +2,8 @@
 // (ggml_get_type_traits(type)->to_float / from_float_ref in libggml-base.so), bit for bit.
 #include <gtest/gtest.h>
 
+#include "reference_required.h"
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -29,7 +31,7 @@ std::vector<uint32_t> float_bits(const std::vector<float>& v) {
 
 TEST(DequantRef, DequantizeRowBitExactWithGgmlToFloat) {
   static df::test::GgmlLibs libs;
-  if (!libs.error().empty()) GTEST_SKIP() << libs.error();
+  if (!libs.error().empty()) DF_REFERENCE_MISSING(libs.error());
   std::mt19937_64 rng(42);
   for (GgmlType t : kTypes) {
     const auto& ti = df::type_info(t);
@@ -77,7 +79,7 @@ std::vector<float> quantiser_inputs(std::mt19937& rng, int64_t n) {
 
 TEST(DequantRef, QuantizeRowRefBitExactWithGgmlFromFloatRef) {
   static df::test::GgmlLibs libs;
-  if (!libs.error().empty()) GTEST_SKIP() << libs.error();
+  if (!libs.error().empty()) DF_REFERENCE_MISSING(libs.error());
   std::mt19937 rng(7);
   for (GgmlType t : kTypes) {
     const int64_t n = 32 * 3000;

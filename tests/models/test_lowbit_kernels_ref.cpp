@@ -9,6 +9,8 @@
 //     operands (ggml's f32 accumulation order, lowbit_lanes.h).
 #include <gtest/gtest.h>
 
+#include "reference_required.h"
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -35,7 +37,7 @@ std::vector<Isa> isas() {
 
 TEST(LowBitRef, GeometryAndVecDotTypesMatchGgml) {
   static df::test::GgmlLibs libs;
-  if (!libs.error().empty()) GTEST_SKIP() << libs.error();
+  if (!libs.error().empty()) DF_REFERENCE_MISSING(libs.error());
   for (GgmlType t : kLowBitTypes) {
     const auto& ti = df::type_info(t);
     const auto* tr = libs.traits(static_cast<ggml_type>(t));
@@ -52,7 +54,7 @@ TEST(LowBitRef, GeometryAndVecDotTypesMatchGgml) {
 
 TEST(LowBitRef, DequantizeRowBitExactWithGgmlToFloat) {
   static df::test::GgmlLibs libs;
-  if (!libs.error().empty()) GTEST_SKIP() << libs.error();
+  if (!libs.error().empty()) DF_REFERENCE_MISSING(libs.error());
   std::mt19937_64 rng(42);
   for (GgmlType t : kLowBitTypes) {
     const auto& ti = df::type_info(t);
@@ -95,7 +97,7 @@ std::vector<float> quantiser_inputs(std::mt19937& rng, int64_t n) {
 
 TEST(LowBitRef, QuantizeRowRefBitExactWithGgmlFromFloatRef) {
   static df::test::GgmlLibs libs;
-  if (!libs.error().empty()) GTEST_SKIP() << libs.error();
+  if (!libs.error().empty()) DF_REFERENCE_MISSING(libs.error());
   std::mt19937 rng(7);
   for (GgmlType t : {GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::Q1_0, GgmlType::Q2_0}) {
     const int64_t n = 256 * 400;
@@ -128,8 +130,8 @@ std::vector<float> activation_inputs(std::mt19937& rng, int64_t n) {
 
 TEST(LowBitRef, QuantizeActBitExactWithGgmlCpuFromFloat) {
   static df::test::GgmlLibs libs;
-  if (!libs.error().empty()) GTEST_SKIP() << libs.error();
-  if (!libs.cpu_traits(GGML_TYPE_F32)) GTEST_SKIP() << "no libggml-cpu variant loadable";
+  if (!libs.error().empty()) DF_REFERENCE_MISSING(libs.error());
+  if (!libs.cpu_traits(GGML_TYPE_F32)) DF_REFERENCE_MISSING("no libggml-cpu variant loadable");
   std::mt19937 rng(11);
   for (GgmlType t : kLowBitTypes) {
     const auto act = df::cpu::vec_dot_type(t);
@@ -154,8 +156,8 @@ TEST(LowBitRef, QuantizeActBitExactWithGgmlCpuFromFloat) {
 // (lowbit_lanes.h): every ISA's gemm and vec_dot give llama.cpp's vec_dot bit for bit.
 TEST(LowBitRef, VecDotBitExactWithGgmlCpuVecDot) {
   static df::test::GgmlLibs libs;
-  if (!libs.error().empty()) GTEST_SKIP() << libs.error();
-  if (!libs.cpu_traits(GGML_TYPE_F32)) GTEST_SKIP() << "no libggml-cpu variant loadable";
+  if (!libs.error().empty()) DF_REFERENCE_MISSING(libs.error());
+  if (!libs.cpu_traits(GGML_TYPE_F32)) DF_REFERENCE_MISSING("no libggml-cpu variant loadable");
   std::mt19937 rng(12);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   uint64_t seed = 100;

@@ -3,6 +3,8 @@
 // code points, invalid UTF-8, and special-token texts, with parse_special on and off.
 #include <gtest/gtest.h>
 
+#include "reference_required.h"
+
 #include <filesystem>
 #include <random>
 #include <string>
@@ -318,17 +320,17 @@ void compare_with_llama(const std::string& vocab, const std::string& vocab_name,
 
 TEST(TokenizerVsLlama, Qwen2RandomStrings) {
   const std::string v = llama_vocab("qwen2");
-  if (!std::filesystem::exists(v)) GTEST_SKIP() << v << " not found";
+  if (!std::filesystem::exists(v)) DF_REFERENCE_MISSING(v << " not found");
   compare_with_llama(v, "qwen2", 1234, 3000);
 }
 TEST(TokenizerVsLlama, Qwen35RandomStrings) {
   const std::string v = llama_vocab("qwen35");
-  if (!std::filesystem::exists(v)) GTEST_SKIP() << v << " not found";
+  if (!std::filesystem::exists(v)) DF_REFERENCE_MISSING(v << " not found");
   compare_with_llama(v, "qwen35", 5678, 3000);
 }
 TEST(TokenizerVsLlama, Gpt2RandomStrings) {
   const std::string v = llama_vocab("gpt-2");
-  if (!std::filesystem::exists(v)) GTEST_SKIP() << v << " not found";
+  if (!std::filesystem::exists(v)) DF_REFERENCE_MISSING(v << " not found");
   compare_with_llama(v, "gpt-2", 91011, 1000);
 }
 
@@ -346,7 +348,7 @@ TEST(TokenizerVsLlama, MakeModelVocab) {
 // into CONTROL, UNKNOWN / UNUSED / UNDEFINED / BYTE token types.
 TEST(TokenizerVsLlama, CornerCaseVocab) {
   const std::string base = llama_vocab("qwen2");
-  if (!std::filesystem::exists(base)) GTEST_SKIP() << base << " not found";
+  if (!std::filesystem::exists(base)) DF_REFERENCE_MISSING(base << " not found");
   const std::string path = df::reftest::work_dir() + "/tok_corner.gguf";
   std::vector<std::string> texts = write_corner_vocab(base, path);
   for (const char* t : {"queue", " the", "thing", "abcdef", "Zebra", "hello", "\xC2\xA9", " quest"}) {

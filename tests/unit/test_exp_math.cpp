@@ -33,6 +33,16 @@ TEST(ExpMath, Ends) {
   EXPECT_TRUE(std::isinf(exp_ggml_avx2(200.0f)));
   EXPECT_EQ(exp_ggml_avx512(0.0f), 1.0f);
   EXPECT_EQ(exp_ggml_avx2(0.0f), 1.0f);
+  // NaN in, NaN out (a NaN weight in a model file; found by fuzz_model, where the AVX-512
+  // emulation converted NaN to int, undefined behaviour that UBSan reports).
+  EXPECT_TRUE(std::isnan(exp_ggml_avx512(NAN)));
+  EXPECT_TRUE(std::isnan(exp_ggml_avx2(NAN)));
+  for (Isa isa : {Isa::SCALAR, Isa::AVX2, Isa::AVX512}) {
+    if (isa > best_isa()) continue;
+    std::vector<float> x(32, NAN), y(32);
+    exp_kernels(isa).silu(x.data(), y.data(), 32);
+    for (float v : y) EXPECT_TRUE(std::isnan(v)) << isa_name(isa);
+  }
 }
 
 // The per-ISA row kernels (compiled with FMA / vector instructions) give exactly the values

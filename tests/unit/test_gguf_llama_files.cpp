@@ -3,6 +3,8 @@
 // read with gguf-py's GGUFReader.
 #include <gtest/gtest.h>
 
+#include "reference_required.h"
+
 #include <filesystem>
 
 #include "common/error.h"
@@ -19,7 +21,7 @@ std::filesystem::path llama_models_dir() {
 TEST(GgufLlamaFiles, Qwen2Vocab) {
   const auto path = llama_models_dir() / "ggml-vocab-qwen2.gguf";
   if (llama_models_dir().empty() || !std::filesystem::exists(path))
-    GTEST_SKIP() << "no llama.cpp models dir (DF_LLAMA_SRC)";
+    DF_REFERENCE_MISSING("no llama.cpp models dir (DF_LLAMA_SRC)");
   auto f = File::open(path.string());
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->alignment(), 32u);
@@ -55,7 +57,7 @@ TEST(GgufLlamaFiles, Qwen2Vocab) {
 TEST(GgufLlamaFiles, EveryVocabFileParses) {
   const auto dir = llama_models_dir();
   if (dir.empty() || !std::filesystem::is_directory(dir))
-    GTEST_SKIP() << "no llama.cpp models dir (DF_LLAMA_SRC)";
+    DF_REFERENCE_MISSING("no llama.cpp models dir (DF_LLAMA_SRC)");
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().extension() != ".gguf") continue;

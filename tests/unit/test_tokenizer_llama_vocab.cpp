@@ -2,6 +2,8 @@
 // its tests/test-tokenizer-0 reads): every case must give exactly the listed ids.
 #include <gtest/gtest.h>
 
+#include "reference_required.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -63,10 +65,10 @@ std::string show(const std::vector<df::Token>& ids) {
 
 void run_vocab(const std::string& name) {
   const std::string src = DF_LLAMA_SRC;
-  if (src.empty()) GTEST_SKIP() << "DF_LLAMA_SRC not set";
+  if (src.empty()) DF_REFERENCE_MISSING("DF_LLAMA_SRC not set");
   const std::string base = src + "/models/ggml-vocab-" + name + ".gguf";
   if (!std::filesystem::exists(base) || !std::filesystem::exists(base + ".inp")) {
-    GTEST_SKIP() << base << " not found";
+    DF_REFERENCE_MISSING(base << " not found");
   }
   auto file = df::gguf::File::open(base);
   auto tok = df::Tokenizer::from_gguf(*file);
@@ -97,9 +99,9 @@ namespace {
 // point against the source tree we test with, so a llama.cpp update cannot drift silently.
 TEST(TokenizerLlamaVocab, CharClassesMatchLlamaUnicodeData) {
   const std::string src = DF_LLAMA_SRC;
-  if (src.empty()) GTEST_SKIP() << "DF_LLAMA_SRC not set";
+  if (src.empty()) DF_REFERENCE_MISSING("DF_LLAMA_SRC not set");
   const std::string path = src + "/src/unicode-data.cpp";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  if (!std::filesystem::exists(path)) DF_REFERENCE_MISSING(path << " not found");
   const std::string data = read_all(path);
   auto block = [&](const std::string& name) {
     const size_t a = data.find(name);

@@ -26,6 +26,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bpe_train.h"
+#include "qwen3_model.h"
 #include "qwen35_model.h"
 #include "random_weights.h"
 #include "common/error.h"
@@ -125,50 +126,6 @@ uint32_t file_type(GgmlType t) {
     default: throw Error("no file type for " + std::string(type_name(t)));
   }
 }
-
-class ModelWriter {
- public:
-  ModelWriter(gguf::Writer& w, uint64_t seed, GgmlType type) : w_(w), seed_(seed), type_(type) {}
-
-  // A [rows, cols] weight (ne = {cols, rows}) with entries ~ N(0, sigma), stored in the
-  // file's weight type, quantized row by row.
-  void matrix(const std::string& name, int64_t cols, int64_t rows, float sigma) {
-    if (cols % type_info(type_).block_elems != 0)
-      throw Error("tensor " + name + ": row length " + std::to_string(cols) + " is not a multiple of the " +
-                  std::string(type_name(type_)) + " block");
-    Rng rng(name_seed(seed_, name));
-    const size_t rb = row_bytes(type_, cols);
-    std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& x : row) x = sigma * rng.normal();
-      cpu::quantize_row_ref(type_, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
-    }
-    w_.add_tensor(name, type_, {cols, rows}, data.data(), data.size());
-    n_params_ += cols * rows;
-  }
-
-  // A norm weight [n] ~ 1 + N(0, noise), always F32; with random_signs each entry is negated
-  // with probability 1/2.
-  void norm(const std::string& name, int64_t n, float noise, bool random_signs = false) {
-    Rng rng(name_seed(seed_, name));
-    std::vector<float> v(static_cast<size_t>(n));
-    for (auto& x : v) {
-      x = 1.0f + noise * rng.normal();
-      if (random_signs && (rng.next() & 1)) x = -x;
-    }
-    w_.add_tensor(name, GgmlType::F32, {n}, v.data(), v.size() * sizeof(float));
-    n_params_ += n;
-  }
-
-  int64_t n_params() const { return n_params_; }
-
- private:
-  gguf::Writer& w_;
-  uint64_t seed_;
-  GgmlType type_;
-  int64_t n_params_ = 0;
-};
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -297,49 +254,14 @@ int run(int argc, char** argv) {
                  s.vocab);
     return 0;
   }
-  w.set_u32("qwen3.block_count", static_cast<uint32_t>(s.layers));
-  w.set_u32("qwen3.context_length", static_cast<uint32_t>(s.ctx));
-  w.set_u32("qwen3.embedding_length", static_cast<uint32_t>(s.dim));
-  w.set_u32("qwen3.feed_forward_length", static_cast<uint32_t>(s.ff));
-  w.set_u32("qwen3.attention.head_count", static_cast<uint32_t>(s.heads));
-  w.set_u32("qwen3.attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
-  w.set_u32("qwen3.attention.key_length", static_cast<uint32_t>(s.head_dim));
-  w.set_u32("qwen3.attention.value_length", static_cast<uint32_t>(s.head_dim));
-  w.set_f32("qwen3.rope.freq_base", s.rope_base);
-  w.set_f32("qwen3.attention.layer_norm_rms_epsilon", s.rms_eps);
-  s.vocab = write_tokenizer(w, o.vocab_text, o.vocab_from, s.vocab);
-
-  ModelWriter m(w, o.seed, type);
-  const int64_t n_embd = s.dim, n_ff = s.ff, q_dim = int64_t{s.heads} * s.head_dim,
-                kv_dim = int64_t{s.kv_heads} * s.head_dim;
-  const float embd_sigma = o.logit_std / std::sqrt(static_cast<float>(n_embd));
-  auto lin = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
-  // Shapes are [rows, cols] = [out, in]; GGUF stores ne = {in, out}.
-  m.matrix("token_embd.weight", n_embd, s.vocab, embd_sigma);          // [n_vocab, n_embd]
-  for (int l = 0; l < s.layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    m.norm(p + "attn_norm.weight", n_embd, o.norm_noise);              // [n_embd]
-    m.matrix(p + "attn_q.weight", n_embd, q_dim, lin(n_embd));         // [heads * head_dim, n_embd]
-    m.matrix(p + "attn_k.weight", n_embd, kv_dim, lin(n_embd));        // [kv_heads * head_dim, n_embd]
-    m.matrix(p + "attn_v.weight", n_embd, kv_dim, lin(n_embd));        // [kv_heads * head_dim, n_embd]
-    m.norm(p + "attn_q_norm.weight", s.head_dim, o.norm_noise);        // [head_dim]
-    m.norm(p + "attn_k_norm.weight", s.head_dim, o.norm_noise);        // [head_dim]
-    m.matrix(p + "attn_output.weight", q_dim, n_embd, o.resid_gain * lin(q_dim));     // [n_embd, heads * head_dim]
-    m.norm(p + "ffn_norm.weight", n_embd, o.norm_noise);               // [n_embd]
-    m.matrix(p + "ffn_gate.weight", n_embd, n_ff, lin(n_embd));        // [n_ff, n_embd]
-    m.matrix(p + "ffn_up.weight", n_embd, n_ff, lin(n_embd));          // [n_ff, n_embd]
-    m.matrix(p + "ffn_down.weight", n_ff, n_embd, o.resid_gain * lin(n_ff));          // [n_embd, n_ff]
-  }
-  // With a tied output the logit of token v is embd[v] . (g * x / rms(x)), and x still holds
-  // the current token's embedding, so with g ~ 1 every token votes for itself and greedy
-  // decoding repeats one token. Random signs in g make sum_i g_i * embd[t]_i^2 ~ 0 while
-  // keeping the spread of the logits.
-  m.norm("output_norm.weight", n_embd, o.norm_noise, s.tied);          // [n_embd]
-  if (!s.tied) m.matrix("output.weight", n_embd, s.vocab, embd_sigma);  // [n_vocab, n_embd]
-
+  BaseShape base{s.layers, s.dim, s.ff, s.heads, s.kv_heads, s.head_dim, s.vocab, s.ctx,
+                 s.rope_base, s.rms_eps, s.tied};
+  write_qwen3_keys(w, base);
+  s.vocab = base.vocab = write_tokenizer(w, o.vocab_text, o.vocab_from, s.vocab);
+  const int64_t n_params = write_qwen3_tensors(w, base, type, {o.seed, o.logit_std, o.norm_noise, o.resid_gain});
   w.write(o.out);
   std::fprintf(stderr, "df_make_model: wrote %s (%s, %lld parameters, %d layers, dim %d, vocab %d, %s)\n",
-               o.out.c_str(), o.type.c_str(), static_cast<long long>(m.n_params()), s.layers, s.dim, s.vocab,
+               o.out.c_str(), o.type.c_str(), static_cast<long long>(n_params), s.layers, s.dim, s.vocab,
                s.tied ? "tied" : "untied");
   return 0;
 }

@@ -39,6 +39,7 @@ inline float pow2i(int e) { return std::bit_cast<float>(static_cast<uint32_t>(e 
 // ggml_v_expf, AVX-512 build.
 inline float exp_ggml_avx512(float x) {
   const ExpReduction e = exp_reduce(x);
+  if (std::isnan(e.n)) return e.n;  // scalef propagates NaN (and NaN -> int below is undefined)
   if (std::fabs(e.n) > 192.0f) return e.n <= 0.0f ? 0.0f : INFINITY;
   const float b = e.b, u = b * b;
   const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,

@@ -17,8 +17,10 @@
 // GCC 12's AVX-512 intrinsics (_mm512_cvtph_ps, _mm512_reduce_add_ps, ...) pass
 // _mm512_undefined_ps(), which is self-initialised and trips -Wuninitialized when inlined
 // (GCC bug 105593). No variable of ours is affected.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include "quant/cpu/family_kernels.h"
 #include "quant/cpu/gemm_tiled.h"

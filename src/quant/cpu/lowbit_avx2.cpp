@@ -67,7 +67,7 @@ inline __m256i bits_to_pm1(uint32_t bits) {
   return _mm256_or_si256(neg, _mm256_set1_epi8(1));
 }
 
-inline __m256i scale_pair(int lo, int hi) {  // int16 lanes: elements 0-15 lo, 16-31 hi
+[[maybe_unused]] inline __m256i scale_pair(int lo, int hi) {  // int16 lanes: elements 0-15 lo, 16-31 hi
   return _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(lo)), _mm_set1_epi16(static_cast<short>(hi)));
 }
 
@@ -252,7 +252,7 @@ struct DecIQ1_S {
   struct Pro {
     __m256i shift16;
   };
-  static constexpr float kFinal = 1.0f;
+  [[maybe_unused]] static constexpr float kFinal = 1.0f;
   static constexpr bool kDelta = false;
   static constexpr int kGroup = 1;
   static float scale(const Block& b) { return fp16(b.d); }
@@ -285,7 +285,7 @@ struct DecIQ1_M {
   struct Pro {
     __m128i scales8;
   };
-  static constexpr float kFinal = 1.0f;
+  [[maybe_unused]] static constexpr float kFinal = 1.0f;
   static constexpr bool kDelta = true;
   static constexpr int kGroup = 1;
   static float scale(const Block& b) {

@@ -18,8 +18,10 @@
 #include <cstring>
 
 // GCC 12's AVX-512 intrinsics trip -Wuninitialized through _mm512_undefined_* (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include "quant/cpu/gemm_tiled.h"
 #include "quant/cpu/kernels_isa.h"
@@ -36,7 +38,7 @@ inline uint32_t load_u32(const void* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
-inline uint64_t load_u64(const void* p) {
+[[maybe_unused]] inline uint64_t load_u64(const void* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
