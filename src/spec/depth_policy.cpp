@@ -10,6 +10,7 @@ namespace {
 constexpr double kDecay = 0.95;      // weight of the past per observation
 constexpr double kPriorHits = 1.6;   // prior: 0.8 acceptance with the weight of 2 drafts
 constexpr double kPriorTries = 2.0;
+constexpr double kCostKeep = 0.8;    // weight of the cost table per new timing
 
 }  // namespace
 
@@ -19,6 +20,14 @@ DepthPolicy::DepthPolicy(int max_depth, bool fixed, std::vector<double> verify, 
   if (max_depth < 1) throw Error("draft depth must be at least 1");
   if (static_cast<int>(verify_.size()) < max_depth + 1) throw Error("cost table shorter than the deepest draft + 1");
 }
+
+void DepthPolicy::observe_verify(int rows, double seconds) {
+  if (rows < 1 || rows > static_cast<int>(verify_.size())) return;
+  double& c = verify_[static_cast<size_t>(rows - 1)];
+  c = kCostKeep * c + (1.0 - kCostKeep) * seconds;
+}
+
+void DepthPolicy::observe_head(double seconds_per_row) { head_ = kCostKeep * head_ + (1.0 - kCostKeep) * seconds_per_row; }
 
 double DepthPolicy::acceptance(int i) const { return hits_[static_cast<size_t>(i)] / tries_[static_cast<size_t>(i)]; }
 

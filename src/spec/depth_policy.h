@@ -22,6 +22,10 @@ class DepthPolicy {
   int next(int limit);
   // After a cycle of depth `depth` that accepted `accepted` drafts (0..depth).
   void record(int depth, int accepted);
+  // A measured time of this run: a trunk forward of `rows` rows (with its argmax) or of one
+  // head row; the cost table follows them (the start-up table is a first guess).
+  void observe_verify(int rows, double seconds);
+  void observe_head(double seconds_per_row);
   double acceptance(int i) const;  // estimate at draft position i (0-based)
   static constexpr int kPlainStretch = 16;  // plain steps before a probe
 

@@ -234,15 +234,20 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
     const int depth = policy_->next(static_cast<int>(std::max<int64_t>(0, room)));
     if (depth == 0) {  // a plain step; the head's pending rows grow by one
       if (static_cast<int64_t>(pend_tokens_.size()) + 2 > rows_) flush_pending();
+      const double ts = now_seconds();
       const ForwardOutputs o = session_.append({x});
       b_.copy(o.hidden, hin_.slice_rows(P + 1 - head_pos_, 1));  // h_P
       pend_tokens_.push_back(x);
       x = pick(o, 0, nullptr);
+      policy_->observe_verify(1, now_seconds() - ts);
       ++P;
       ++stats_.plain_steps;
       continue;
     }
+    const double th = now_seconds();
     const std::vector<Token> d = draft(x, P, depth, out.size(), greedy ? nullptr : &q);
+    const double tv = now_seconds();
+    policy_->observe_head((tv - th) / depth);
     std::vector<Token> rows{x};
     rows.insert(rows.end(), d.begin(), d.end());
     AppendOptions ao;
@@ -290,6 +295,7 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
         next = sampler_.draw(p);
       }
     }
+    policy_->observe_verify(depth + 1, now_seconds() - tv);
     ++stats_.cycles;
     stats_.drafted += depth;
     stats_.accepted += j;
