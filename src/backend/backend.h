@@ -100,6 +100,14 @@ class Backend {
   virtual void download(const Tensor& src, void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
 
+  // ---- execution mode ----
+  // Row-exact mode (on by default): every op computes each row of a call of up to the
+  // backend's verify size (CPU: CpuOptions::exact_rows) with the same bits as a one-row call
+  // would, so that decode and speculative verify agree bit for bit. Off (prompt prefill):
+  // multi-row calls may use multi-row kernels with another summation order (as llama.cpp's
+  // batched path does). The model sets it per forward from ForwardOptions::row_exact.
+  virtual void set_row_exact(bool on) {}
+
   // ---- ops ----  (shapes: x [n, k] means n rows of k floats)
   // Per-token inputs are I32 device tensors [n, 1] (one value per row): `ids` (token ids)
   // and `pos` (positions). No op allocates or waits for the device; `download` is the only

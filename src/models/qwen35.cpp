@@ -81,6 +81,7 @@ class Qwen35 final : public Model {
                          const ForwardOptions& opt) override {
     const ModelInfo& m = hp_.info;
     Backend& b = backend();
+    b.set_row_exact(opt.row_exact);
     const blocks::BatchInputs in = ws_.upload(batch, states, m.n_vocab, opt);
     std::vector<State*> st;
     for (const blocks::Segment& g : in.segments) st.push_back(static_cast<State*>(states[static_cast<size_t>(g.seq)]));

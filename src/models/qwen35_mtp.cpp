@@ -22,7 +22,7 @@ class MtpState final : public ModelState {
   }
   int64_t n_ctx() const override { return opt_.n_ctx; }
   int64_t max_chunk() const override { return opt_.max_chunk; }
-  int64_t max_snapshots() const override { return opt_.max_chunk; }  // nothing to snapshot
+  int64_t max_snapshots() const override { return opt_.max_snapshots; }
   uint64_t cache_bytes() const override { return cache.nbytes(); }
   bool rewindable() const override { return true; }
   int64_t position() const override { return pos; }
@@ -89,6 +89,7 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
   auto* st = dynamic_cast<MtpState*>(&state);
   if (!st) throw Error("mtp forward: the state was not made by this MTP head");
   ModelState* states[1] = {st};
+  b_.set_row_exact(opt.row_exact);
   const blocks::BatchInputs in = ws_.upload(batch, states, m.n_vocab, ForwardOptions{});
   const int64_t n = in.n, dim = m.n_embd;
   if (hidden_prev.type != GgmlType::F32 || hidden_prev.cols != dim || hidden_prev.rows != n)

@@ -130,6 +130,7 @@ void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, fl
     const bool last = i + m == n;
     const bool want = out && (all_logits || last);
     ForwardOptions fo;
+    fo.row_exact = false;  // prompt prefill: llama.cpp's batched kernels
     if (tap) {  // hidden states of every row; logits only where wanted
       fo.logits = want;
       fo.logits_last = !all_logits;
@@ -156,6 +157,7 @@ ForwardOutputs Session::append(const std::vector<Token>& tokens, const AppendOpt
   ForwardOptions fo;
   fo.logits = opt.logits;
   fo.snapshots = opt.snapshots && !state_->rewindable();
+  fo.row_exact = opt.row_exact;
   ForwardOutputs out = step(tokens.data(), n, pos0, opt.all_outputs, true, fo);
   if (fo.snapshots) {
     snap_pos0_ = pos0;

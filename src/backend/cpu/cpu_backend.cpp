@@ -54,6 +54,7 @@ int resolve_threads(int n) {
 CpuBackend::CpuBackend(const CpuOptions& opt)
     : kernels_(kernels(opt.isa)),
       ssm_(ssm_vec(opt.isa)),
+      exact_rows_opt_(opt.exact_rows),
       exact_rows_(opt.exact_rows),
       pool_(resolve_threads(opt.threads)),
       thread_buf_(static_cast<size_t>(pool_.size())),

@@ -14,10 +14,11 @@ namespace df::cpu {
 struct CpuOptions {
   int threads = 0;         // 0: all hardware threads
   Isa isa = best_isa();    // forced instruction set (tests compare against SCALAR)
-  // Row-count independence bound: matrix products and attention of at most this many rows
-  // (decode and speculative verify) compute every row with the one-row kernels, so that a
-  // row's result is the same bits whatever the row count; larger calls (prefill) use the
-  // multi-row tiles, whose f32 summation order differs.
+  // Row-count independence bound: in row-exact mode (Backend::set_row_exact) matrix products
+  // and attention of at most this many rows (decode and speculative verify) compute every
+  // row with the one-row kernels, so that a row's result is the same bits whatever the row
+  // count; larger calls and prefill use the multi-row tiles, whose f32 summation order
+  // differs (and matches llama.cpp's batched path).
   int exact_rows = 8;
 };
 
@@ -31,6 +32,7 @@ class CpuBackend final : public Backend {
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override {}
+  void set_row_exact(bool on) override { exact_rows_ = on ? exact_rows_opt_ : 0; }
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) override;
@@ -71,7 +73,8 @@ class CpuBackend final : public Backend {
 
   const Kernels& kernels_;
   const SsmVec& ssm_;
-  int64_t exact_rows_;
+  int64_t exact_rows_opt_;  // CpuOptions::exact_rows
+  int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0
   ThreadPool pool_;
   std::vector<uint8_t> act_buf_;
   std::vector<std::vector<float>> thread_buf_;
