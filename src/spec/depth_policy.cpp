@@ -47,8 +47,11 @@ int DepthPolicy::next(int limit) {
   if (fixed_) return limit;
   if (plain_left_ > 0) {
     --plain_left_;
-    return plain_left_ == 0 ? 1 : 0;  // the stretch ends with a probe
+    probing_ = plain_left_ == 0;
+    return probing_ ? 1 : 0;  // the stretch ends with a probe
   }
+  const bool after_probe = probing_;
+  probing_ = false;
   int best = 0;
   double best_rate = expected_rate(0);
   for (int d = 1; d <= limit; ++d) {
@@ -59,9 +62,11 @@ int DepthPolicy::next(int limit) {
     }
   }
   if (best == 0) {
-    plain_left_ = kPlainStretch;
+    stretch_ = after_probe ? std::min(2 * stretch_, kMaxPlainStretch) : kPlainStretch;
+    plain_left_ = stretch_;
     return next(limit);
   }
+  stretch_ = kPlainStretch;
   return best;
 }
 

@@ -2,7 +2,7 @@
 // accepted, and a cost table (seconds of a trunk forward of k rows, of one head row) measured
 // on the running machine. Before each cycle it picks the depth with the most expected tokens
 // per second; depth 0 (plain decoding) runs for a stretch of tokens, then a depth-1 probe
-// refreshes the estimate.
+// refreshes the estimate; stretches double while probes keep choosing plain decoding.
 //
 // Expected tokens of a cycle of depth N (a_i: acceptance at draft position i, given that the
 // drafts before it were accepted):  E(N) = 1 + sum_{i=1..N} prod_{k<=i} a_k
@@ -27,7 +27,8 @@ class DepthPolicy {
   void observe_verify(int rows, double seconds);
   void observe_head(double seconds_per_row);
   double acceptance(int i) const;  // estimate at draft position i (0-based)
-  static constexpr int kPlainStretch = 16;  // plain steps before a probe
+  static constexpr int kPlainStretch = 16;     // plain steps before a probe, at first
+  static constexpr int kMaxPlainStretch = 256;  // doubled after each probe that fails
 
  private:
   double expected_rate(int depth) const;  // E(N) / T(N)
@@ -37,6 +38,8 @@ class DepthPolicy {
   double head_;
   std::vector<double> hits_, tries_;  // decayed counts per draft position
   int plain_left_ = 0;                // plain steps left in the current stretch
+  int stretch_ = kPlainStretch;       // length of the next stretch
+  bool probing_ = false;              // the last depth was a stretch's closing probe
 };
 
 }  // namespace df::spec

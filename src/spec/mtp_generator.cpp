@@ -118,6 +118,7 @@ ForwardOutputs MtpGenerator::head_forward(const Token* ids, int64_t n, int64_t p
   const Batch batch = Batch::sequence(ids, n, pos0, false, output);
   ForwardOptions fo;
   fo.logits = output;
+  fo.row_exact = n == 1;  // drafts never change the output: catch-up rows take the batched kernels
   return head_.forward(*head_state_, batch, hidden, fo);
 }
 
