@@ -16,18 +16,17 @@ constexpr double kCostKeep = 0.8;    // weight of the cost table per new timing
 
 DepthPolicy::DepthPolicy(int max_depth, bool fixed, std::vector<double> verify, double head)
     : max_depth_(max_depth), fixed_(fixed), verify_(std::move(verify)), head_(head),
-      hits_(static_cast<size_t>(max_depth), kPriorHits), tries_(static_cast<size_t>(max_depth), kPriorTries) {
+      hits_(static_cast<size_t>(max_depth), kPriorHits), tries_(static_cast<size_t>(max_depth), kPriorTries),
+      cycle_(static_cast<size_t>(max_depth) + 1, 0.0) {
   if (max_depth < 1) throw Error("draft depth must be at least 1");
   if (static_cast<int>(verify_.size()) < max_depth + 1) throw Error("cost table shorter than the deepest draft + 1");
 }
 
-void DepthPolicy::observe_verify(int rows, double seconds) {
-  if (rows < 1 || rows > static_cast<int>(verify_.size())) return;
-  double& c = verify_[static_cast<size_t>(rows - 1)];
-  c = kCostKeep * c + (1.0 - kCostKeep) * seconds;
+void DepthPolicy::observe_cycle(int depth, double seconds) {
+  if (depth < 0 || depth > max_depth_) return;
+  double& c = cycle_[static_cast<size_t>(depth)];
+  c = c > 0.0 ? kCostKeep * c + (1.0 - kCostKeep) * seconds : seconds;
 }
-
-void DepthPolicy::observe_head(double seconds_per_row) { head_ = kCostKeep * head_ + (1.0 - kCostKeep) * seconds_per_row; }
 
 double DepthPolicy::acceptance(int i) const { return hits_[static_cast<size_t>(i)] / tries_[static_cast<size_t>(i)]; }
 
@@ -37,7 +36,8 @@ double DepthPolicy::expected_rate(int depth) const {
     run *= acceptance(i);
     e += run;
   }
-  const double t = verify_[static_cast<size_t>(depth)] + depth * head_;
+  const double measured = cycle_[static_cast<size_t>(depth)];
+  const double t = measured > 0.0 ? measured : verify_[static_cast<size_t>(depth)] + depth * head_;
   return e / std::max(t, 1e-12);
 }
 

@@ -177,10 +177,20 @@ Token MtpGenerator::oracle_or(Token proposal, size_t index) {
   return u(oracle_rng_) < spec_.draft_accept ? spec_.oracle[index] : proposal;
 }
 
+void MtpGenerator::trim_pending() {
+  const auto len = static_cast<int64_t>(pend_tokens_.size());
+  const int64_t drop = len - kCatchUpRows;
+  if (drop <= 0) return;
+  // hin_ rows [drop, len] move to [0, len - drop] (ascending, one row at a time: overlap-safe).
+  for (int64_t i = 0; i <= len - drop; ++i) b_.copy(hin_.slice_rows(drop + i, 1), hin_.slice_rows(i, 1));
+  pend_tokens_.erase(pend_tokens_.begin(), pend_tokens_.begin() + drop);
+  head_pos_ += drop;
+}
+
 std::vector<Token> MtpGenerator::draft(Token x, int64_t P, int depth, size_t emitted,
                                        std::vector<std::vector<Sampler::Prob>>* q) {
   const double t0 = now_seconds();
-  if (static_cast<int64_t>(pend_tokens_.size()) + 1 > rows_) flush_pending();
+  trim_pending();
   std::vector<Token> rows = pend_tokens_;
   rows.push_back(x);  // positions head_pos_ .. P
   const auto len = static_cast<int64_t>(rows.size());
@@ -240,15 +250,13 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
       b_.copy(o.hidden, hin_.slice_rows(P + 1 - head_pos_, 1));  // h_P
       pend_tokens_.push_back(x);
       x = pick(o, 0, nullptr);
-      policy_->observe_verify(1, now_seconds() - ts);
+      policy_->observe_cycle(0, now_seconds() - ts);
       ++P;
       ++stats_.plain_steps;
       continue;
     }
     const double th = now_seconds();
     const std::vector<Token> d = draft(x, P, depth, out.size(), greedy ? nullptr : &q);
-    const double tv = now_seconds();
-    policy_->observe_head((tv - th) / depth);
     std::vector<Token> rows{x};
     rows.insert(rows.end(), d.begin(), d.end());
     AppendOptions ao;
@@ -296,7 +304,7 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
         next = sampler_.draw(p);
       }
     }
-    policy_->observe_verify(depth + 1, now_seconds() - tv);
+    policy_->observe_cycle(depth, now_seconds() - th);
     ++stats_.cycles;
     stats_.drafted += depth;
     stats_.accepted += j;

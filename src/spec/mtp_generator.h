@@ -14,7 +14,8 @@
 //      emitted tokens are d_1..d_j and then a_j (the trunk's next token).
 //   4. the head's rows P+1..P+j are re-run in the next cycle's step 1 with the trunk's own
 //      hidden states (verify rows 0..j), as llama.cpp keeps its MTP cache.
-// Depth 0 is a plain step (the head's pending rows grow, fed in one batch at the next draft).
+// Depth 0 is a plain step (the head's pending rows grow; the last few are fed in one batch at
+// the next draft).
 #pragma once
 #include <functional>
 #include <memory>
@@ -49,6 +50,10 @@ class MtpGenerator {
   void feed_prompt_rows(int64_t pos0, const Token* ids, int64_t n, const ForwardOutputs& out);
   // Runs the head over its pending rows (without the draft row): catch-up when they fill up.
   void flush_pending();
+  // Before a draft after a plain stretch: only the last kCatchUpRows pending rows are run (the
+  // head's rows before them stay stale: a cheaper probe, drafts a little worse, output unchanged).
+  void trim_pending();
+  static constexpr int64_t kCatchUpRows = 8;
   // Step 1: the draft tokens d_1..d_depth after x at position P; `emitted` tokens so far
   // (the oracle's index); q (sampling) receives each draft's distribution.
   std::vector<Token> draft(Token x, int64_t P, int depth, size_t emitted, std::vector<std::vector<Sampler::Prob>>* q);
