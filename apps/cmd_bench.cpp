@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_spec.h"
 #include "common.h"
 
 namespace df::cli {
@@ -38,6 +39,8 @@ void register_bench(CLI::App& app) {
     int64_t n_gen = 128;
     int reps = 3;
     std::string output = "text";
+    SpecFlags spec;
+    double draft_accept = -1.0;
   };
   auto f = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed");
@@ -46,6 +49,12 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-n,--n-gen", f->n_gen, "tokens for the decode test")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", f->reps, "repetitions of each test")->check(CLI::PositiveNumber);
   cmd->add_option("--output", f->output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  f->spec.mode = "none";
+  add_spec_flags(*cmd, f->spec);
+  cmd->add_option("--draft-accept", f->draft_accept,
+                  "with --spec mtp: replace each proposal by the known greedy continuation with this probability "
+                  "(benchmark of random-weight models)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->callback([f] {
     ModelFlags mf = f->model;
     mf.ctx = std::max<int64_t>(mf.ctx, f->n_prompt + f->n_gen + 1);
@@ -89,6 +98,12 @@ void register_bench(CLI::App& app) {
                           {"decode_stddev", g.stddev},
                           {"decode_ms_per_token", g.mean > 0 ? 1000.0 / g.mean : 0.0},
                           {"decode_weight_gb_per_second", gbs}};
+    const bool spec = f->spec.mode == "mtp" || f->spec.mode == "draft-mtp";
+    if (spec && f->n_gen > 0) {
+      std::vector<Token> sp(prompt.begin(), prompt.begin() + std::min<int64_t>(f->n_prompt, 64));
+      if (sp.empty()) sp.push_back(pick(rng));
+      out["spec"] = bench_spec(*engine, sp, f->n_gen, f->reps, f->spec, f->draft_accept);
+    }
     if (f->output == "json") {
       std::printf("%s\n", out.dump(2).c_str());
     } else {
@@ -97,6 +112,12 @@ void register_bench(CLI::App& app) {
       std::printf("tg%lld: %.2f ± %.2f tok/s (%.2f ms/token, %.2f MiB/token, %.2f GB/s)\n",
                   static_cast<long long>(f->n_gen), g.mean, g.stddev, g.mean > 0 ? 1000.0 / g.mean : 0.0,
                   static_cast<double>(info.bytes_per_token) / (1 << 20), gbs);
+      if (out.contains("spec"))
+        std::printf("spec mtp (draft-max %d%s): %.2f tok/s vs plain %.2f tok/s (x%.2f), %lld of %lld drafts accepted\n",
+                    f->spec.draft_max, f->spec.draft_fixed ? ", fixed" : "", out["spec"]["spec_tokens_per_second"].get<double>(),
+                    out["spec"]["plain_tokens_per_second"].get<double>(), out["spec"]["speedup"].get<double>(),
+                    static_cast<long long>(out["spec"]["accepted"].get<int64_t>()),
+                    static_cast<long long>(out["spec"]["drafted"].get<int64_t>()));
     }
   });
 }

@@ -6,6 +6,7 @@
 #include "common.h"
 #include "common/error.h"
 #include "generate_flags.h"
+#include "spec_flags.h"
 #include "stats_report.h"
 
 namespace df::cli {
@@ -15,6 +16,7 @@ void register_run(CLI::App& app) {
     ModelFlags model;
     PromptFlags prompt;
     GenerateFlags gen;
+    SpecFlags spec;
     bool chat = false;
     bool no_think = false;
     bool no_special = false;
@@ -25,6 +27,7 @@ void register_run(CLI::App& app) {
   add_model_flags(*cmd, f->model);
   add_prompt_flags(*cmd, f->prompt);
   add_generate_flags(*cmd, f->gen);
+  add_spec_flags(*cmd, f->spec);
   cmd->add_flag("--chat", f->chat, "wrap the prompt as a user turn of the chat template");
   cmd->add_flag("--no-think", f->no_think, "with --chat: thinking off (empty think block)");
   cmd->add_flag("--no-special", f->no_special, "do not parse special tokens in the prompt text");
@@ -42,12 +45,14 @@ void register_run(CLI::App& app) {
       gen.checkpoint_at = {static_cast<int64_t>(tok.encode(chat_prompt(messages, false, false), !f->no_special).size())};
     }
     const std::vector<Token> prompt = tok.encode(text, !f->no_special);
-    Session session(*engine);
+    const spec::SpecOptions so = to_spec_options(f->spec, f->gen.temp, *engine);
+    Session session(*engine, spec_snapshots(so));
+    spec::SpecStats spec_stats;
     const bool json = f->output == "json";
     StreamDecoder stream(tok);
     std::string generated;
     if (!json && !f->chat) std::fwrite(text.data(), 1, text.size(), stdout);
-    auto ids = session.generate(prompt, gen, [&](Token t) {
+    auto ids = spec::generate(session, prompt, gen, so, [&](Token t) {
       const std::string piece = stream.push(t);
       generated += piece;
       if (!json) {
@@ -55,7 +60,7 @@ void register_run(CLI::App& app) {
         std::fflush(stdout);
       }
       return true;
-    });
+    }, &spec_stats);
     const std::string rest = stream.flush();
     generated += rest;
     if (json) {
@@ -72,12 +77,16 @@ void register_run(CLI::App& app) {
             {"decode_seconds", st.decode_seconds},
             {"prefill_tokens_per_second", st.prefill_seconds > 0 ? st.prefilled_tokens / st.prefill_seconds : 0.0},
             {"decode_tokens_per_second", st.decode_seconds > 0 ? st.generated_tokens / st.decode_seconds : 0.0}}}};
+      if (so.mode == spec::SpecMode::MTP) out["stats"]["spec"] = spec_json(spec_stats);
       std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       std::fwrite(rest.data(), 1, rest.size(), stdout);
       std::printf("\n");
     }
-    if (!f->model.quiet) print_stats(*engine, session);
+    if (!f->model.quiet) {
+      print_stats(*engine, session);
+      if (so.mode == spec::SpecMode::MTP) print_spec_stats(spec_stats);
+    }
   });
 }
 

@@ -106,6 +106,9 @@ struct AppendOptions {
 class Session {
  public:
   explicit Session(Engine& engine);
+  // With `max_snapshots` recurrent-state slots instead of EngineOptions::max_snapshots
+  // (speculative decoding asks for its deepest draft + 1).
+  Session(Engine& engine, int64_t max_snapshots);
   int64_t n_ctx() const { return state_->n_ctx(); }
   int64_t position() const { return static_cast<int64_t>(tokens_.size()); }
   const std::vector<Token>& tokens() const { return tokens_; }
@@ -137,7 +140,12 @@ class Session {
   // Makes the cache hold exactly `prompt` and returns the logits after its last token.
   // Throws df::Error when the prompt is empty or longer than the context.
   // checkpoint_at: positions to keep a checkpoint at on the way (see GenerateOptions).
-  const std::vector<float>& prefill(const std::vector<Token>& prompt, const std::vector<int64_t>& checkpoint_at = {});
+  // tap (optional): called after each forward of the prompt's computed rows with their
+  // device outputs (hidden states of every row; logits of the last row of the last chunk),
+  // e.g. to feed a draft head.
+  using RowTap = std::function<void(int64_t pos0, const Token* ids, int64_t n, const ForwardOutputs& out)>;
+  const std::vector<float>& prefill(const std::vector<Token>& prompt, const std::vector<int64_t>& checkpoint_at = {},
+                                    const RowTap& tap = {});
   // Appends one token and returns the logits after it.
   const std::vector<float>& decode(Token t);
   // Logits of every position of `tokens` ([n, n_vocab] row-major), computed from position 0.
@@ -178,7 +186,7 @@ class Session {
   // positions); out (when not null) receives the logits of every row (all_logits) or of the
   // last row.
   void run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out,
-           const std::vector<int64_t>& marks = {});
+           const std::vector<int64_t>& marks = {}, const RowTap& tap = {});
   // KV rows [pos0, pos0 + n) now hold ids: update cache_tokens_, drop checkpoints that no
   // longer match.
   void note_written(int64_t pos0, const Token* ids, int64_t n);

@@ -286,8 +286,9 @@ ForwardOutputs output_head(Backend& b, const OutputHead& H, float eps, Workspace
   b.get_rows(x, in.out_rows, out.hidden);                     // hidden [n_out, dim]: chosen rows
   b.rms_norm(out.hidden, H.norm, eps, out.hidden);
   if (opt.logits) {
-    out.logits = ws.logits(n_out, n_vocab);
-    b.matmul(H.out, out.hidden, out.logits);                  // logits [n_out, n_vocab]
+    const int64_t first = opt.logits_last ? n_out - 1 : 0;  // logits_last: the last row only
+    out.logits = ws.logits(n_out - first, n_vocab);
+    b.matmul(H.out, out.hidden.slice_rows(first, n_out - first), out.logits);  // logits [n_out, n_vocab]
   }
   return out;
 }

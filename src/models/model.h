@@ -86,6 +86,9 @@ struct Batch {
 
 struct ForwardOptions {
   bool logits = true;       // compute the output rows' logits (false: hidden states only)
+  // With logits: compute them for the last output row only (hidden states for every output
+  // row), e.g. a prefill whose hidden states feed a draft head.
+  bool logits_last = false;
   // Recurrent layers keep the state after each row of each sequence in the state's slots
   // (a sequence may then have at most StateOptions::max_snapshots rows); see accept().
   bool snapshots = false;
@@ -99,7 +102,8 @@ struct ForwardOptions {
 // workspace). Empty tensors (data == nullptr) when no row asked for output.
 struct ForwardOutputs {
   Tensor hidden;              // [n_out, n_embd] f32: final hidden state after output_norm
-  Tensor logits;              // [n_out, n_vocab] f32 (empty unless ForwardOptions::logits)
+  Tensor logits;              // [n_out, n_vocab] f32 (empty unless ForwardOptions::logits;
+                              // [1, n_vocab], the last output row's, with logits_last)
   std::vector<int32_t> rows;  // batch row of each output row, ascending
   int64_t n_out() const { return static_cast<int64_t>(rows.size()); }
 };

@@ -52,12 +52,14 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
 
 std::string Engine::backend_name() const { return backend_->name(); }
 
-Session::Session(Engine& engine) : engine_(engine) {
+Session::Session(Engine& engine) : Session(engine, engine.options().max_snapshots) {}
+
+Session::Session(Engine& engine, int64_t max_snapshots) : engine_(engine) {
   StateOptions so;
   so.n_ctx = engine.options().n_ctx;
   so.max_chunk = std::max<int64_t>(1, std::min(engine.options().prefill_chunk, so.n_ctx));
   so.kv_f32 = engine.options().kv_f32;
-  so.max_snapshots = engine.options().max_snapshots;
+  so.max_snapshots = max_snapshots;
   so.max_checkpoints = std::max(0, engine.options().max_checkpoints) + 1;  // + one for capture()
   state_ = engine.model().new_state(so);
   logits_.resize(static_cast<size_t>(engine.info().n_vocab));
@@ -116,7 +118,7 @@ ForwardOutputs Session::step(const Token* ids, int64_t n, int64_t pos0, bool all
 }
 
 void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out,
-                  const std::vector<int64_t>& marks) {
+                  const std::vector<int64_t>& marks, const RowTap& tap) {
   const int64_t B = state_->max_chunk();
   const int64_t every = state_->rewindable() ? 0 : engine_.options().checkpoint_every;
   const int64_t n_vocab = engine_.info().n_vocab;
@@ -129,11 +131,16 @@ void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, fl
     const bool want = out && (all_logits || last);
     ForwardOptions fo;
     fo.row_exact = false;  // prompt prefill: llama.cpp's batched kernels
-    const ForwardOutputs o = step(ids + i, m, pos0 + i, want && all_logits, want, fo);
+    if (tap) {  // hidden states of every row; logits only where wanted
+      fo.logits = want;
+      fo.logits_last = !all_logits;
+    }
+    const ForwardOutputs o = step(ids + i, m, pos0 + i, (want && all_logits) || bool(tap), want || bool(tap), fo);
     if (want) {
       float* dst = all_logits ? out + i * n_vocab : out;
       engine_.backend().download(o.logits, dst, o.logits.nbytes());
     }
+    if (tap) tap(pos0 + i, ids + i, m, o);  // after the download: a tap may run other forwards
     i += m;
     if (std::find(marks.begin(), marks.end(), pos0 + i) != marks.end()) keep_checkpoint(pos0 + i, CheckpointKind::MARK);
     if (every > 0 && (pos0 + i) % every == 0) keep_checkpoint(pos0 + i, CheckpointKind::PERIODIC);
@@ -232,7 +239,8 @@ std::vector<float> Session::download_logits(const ForwardOutputs& out, int64_t i
 
 void Session::mark_turn_end() { keep_checkpoint(position(), CheckpointKind::TURN); }
 
-const std::vector<float>& Session::prefill(const std::vector<Token>& prompt, const std::vector<int64_t>& checkpoint_at) {
+const std::vector<float>& Session::prefill(const std::vector<Token>& prompt, const std::vector<int64_t>& checkpoint_at,
+                                          const RowTap& tap) {
   const auto n = static_cast<int64_t>(prompt.size());
   if (n == 0) throw Error("the prompt is empty");
   if (n > n_ctx())
@@ -260,7 +268,8 @@ const std::vector<float>& Session::prefill(const std::vector<Token>& prompt, con
     }
   }
   const double t0 = now_seconds();
-  run(prompt.data() + start, n - start, start, false, logits_.data(), state_->rewindable() ? std::vector<int64_t>{} : checkpoint_at);
+  run(prompt.data() + start, n - start, start, false, logits_.data(),
+      state_->rewindable() ? std::vector<int64_t>{} : checkpoint_at, tap);
   keep_checkpoint(n, CheckpointKind::PROMPT);
   stats_.prefill_seconds = now_seconds() - t0;
   stats_.prompt_tokens = n;

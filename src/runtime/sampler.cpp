@@ -31,6 +31,24 @@ void softmax(std::vector<C>& c, float temperature) {
 
 int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
   if (opt_.temperature <= 0.0f) return argmax(logits, n_vocab);
+  std::vector<Prob>& dist = dist_;
+  distribution(logits, n_vocab, dist);
+  return draw(dist);
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::draw(const std::vector<Prob>& dist) {
+  const double r = uniform();
+  double cum = 0.0;
+  for (const auto& c : dist) {
+    cum += c.p;
+    if (r < cum) return c.id;
+  }
+  return dist.back().id;
+}
+
+void Sampler::distribution(const float* logits, int64_t n_vocab, std::vector<Prob>& out) {
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
   auto by_logit = [](const Candidate& a, const Candidate& b) {
@@ -61,15 +79,10 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
     while (n < cand_.size() && cand_[n].p >= cut) ++n;
     cand_.resize(n);
   }
-  // temperature, then draw
-  softmax(cand_, opt_.temperature);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  double r = u(rng_), cum = 0.0;
-  for (const auto& c : cand_) {
-    cum += c.p;
-    if (r < cum) return c.id;
-  }
-  return cand_.back().id;
+  // temperature
+  softmax(cand_, std::max(opt_.temperature, 1e-6f));
+  out.clear();
+  for (const auto& c : cand_) out.push_back({c.id, c.p});
 }
 
 }  // namespace df

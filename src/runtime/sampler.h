@@ -24,6 +24,18 @@ class Sampler {
   int32_t sample(const float* logits, int64_t n_vocab);
   const SamplerOptions& options() const { return opt_; }
 
+  // The distribution sample() draws from (temperature > 0): the tokens that survive top-k,
+  // top-p and min-p with their tempered probabilities (summing to 1), most likely first.
+  struct Prob {
+    int32_t id;
+    float p;
+  };
+  void distribution(const float* logits, int64_t n_vocab, std::vector<Prob>& out);
+  // One draw from a distribution like distribution()'s (probabilities summing to ~1).
+  int32_t draw(const std::vector<Prob>& dist);
+  // A uniform number in [0, 1) from the sampler's generator (speculative acceptance).
+  double uniform();
+
  private:
   struct Candidate {
     int32_t id;
@@ -33,6 +45,7 @@ class Sampler {
   SamplerOptions opt_;
   std::mt19937_64 rng_;
   std::vector<Candidate> cand_;
+  std::vector<Prob> dist_;
 };
 
 }  // namespace df

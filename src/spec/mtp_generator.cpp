@@ -1,0 +1,351 @@
+#include "spec/mtp_generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "common/error.h"
+#include "diskformer/generator.h"
+
+namespace df::spec {
+namespace {
+
+double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+MtpHead& require_head(Model& m) {
+  MtpHead* h = m.mtp();
+  if (!h) throw Error("speculative decoding with --spec mtp needs a model with an MTP (nextn) layer");
+  return *h;
+}
+
+// Probability of `id` in a sparse distribution (0 when the filters removed it).
+float prob_of(const std::vector<Sampler::Prob>& d, Token id) {
+  for (const auto& e : d)
+    if (e.id == id) return e.p;
+  return 0.0f;
+}
+
+}  // namespace
+
+MtpGenerator::MtpGenerator(Session& session, const GenerateOptions& opt, const SpecOptions& spec)
+    : session_(session),
+      opt_(opt),
+      spec_(spec),
+      model_(session.engine().model()),
+      head_(require_head(model_)),
+      b_(session.engine().backend()),
+      sampler_(opt.sampling),
+      oracle_rng_(spec.oracle_seed) {
+  if (spec.draft_max < 1 || spec.draft_max > 7) throw Error("--draft-max must be in 1..7");
+  if (spec.draft_accept >= 0.0 && opt.sampling.temperature > 0.0f)
+    throw Error("--draft-accept is a greedy benchmark option (use --temp 0)");
+  ModelState& st = session.state();
+  if (!st.rewindable() && st.max_snapshots() < spec.draft_max + 1)
+    throw Error("speculative decoding needs " + std::to_string(spec.draft_max + 1) +
+                " recurrent snapshot slots in the session, it has " + std::to_string(st.max_snapshots()));
+  if (st.max_chunk() < spec.draft_max + 1) throw Error("the prefill chunk is smaller than a verify batch");
+  dim_ = model_.info().n_embd;
+  n_vocab_ = model_.info().n_vocab;
+  rows_ = std::max<int64_t>(st.max_chunk(), spec.draft_max + DepthPolicy::kPlainStretch + 4);
+  StateOptions so;
+  so.n_ctx = session.n_ctx();
+  so.max_chunk = rows_;
+  so.kv_f32 = session.engine().options().kv_f32;
+  head_state_ = head_.new_state(so);
+  hin_ = alloc_tensor(b_, GgmlType::F32, dim_, rows_, buffers_);
+  g_ = alloc_tensor(b_, GgmlType::F32, dim_, 1, buffers_);
+  best_ = alloc_tensor(b_, GgmlType::I32, 1, rows_, buffers_);
+  const std::vector<float> zeros(static_cast<size_t>(dim_), 0.0f);
+  b_.upload(hin_.slice_rows(0, 1), zeros.data(), zeros.size() * sizeof(float));
+  b_.upload(g_, zeros.data(), zeros.size() * sizeof(float));
+  stats_.drafted_at.assign(static_cast<size_t>(spec.draft_max), 0);
+  stats_.accepted_at.assign(static_cast<size_t>(spec.draft_max), 0);
+  measure_costs();
+  policy_ = std::make_unique<DepthPolicy>(spec.draft_max, spec.draft_fixed, stats_.cost_verify, stats_.cost_head);
+}
+
+MtpGenerator::~MtpGenerator() = default;
+
+// Seconds of a trunk forward of k = 1..draft_max+1 rows (with logits for every row and the
+// device argmax, as a verify runs) and of one head row, on scratch states: best of 3.
+void MtpGenerator::measure_costs() {
+  const int K = spec_.draft_max + 1;
+  StateOptions so;
+  so.n_ctx = K + 1;
+  so.max_chunk = K;
+  so.max_snapshots = K;
+  so.kv_f32 = session_.engine().options().kv_f32;
+  std::unique_ptr<ModelState> st = model_.new_state(so);
+  const std::vector<Token> ids(static_cast<size_t>(K), 0);
+  std::vector<int32_t> sink(static_cast<size_t>(K));
+  stats_.cost_verify.assign(static_cast<size_t>(K), 1e30);
+  ForwardOptions fo;
+  fo.snapshots = !st->rewindable();
+  for (int rep = 0; rep < 3; ++rep) {
+    for (int k = 1; k <= K; ++k) {
+      const Batch batch = Batch::sequence(ids.data(), k, 0, true);
+      const double t0 = now_seconds();
+      const ForwardOutputs o = model_.forward(*st, batch, fo);
+      b_.argmax(o.logits, best_.slice_rows(0, k));
+      b_.download(best_.slice_rows(0, k), sink.data(), static_cast<size_t>(k) * sizeof(int32_t));
+      double& c = stats_.cost_verify[static_cast<size_t>(k - 1)];
+      c = std::min(c, now_seconds() - t0);
+    }
+  }
+  StateOptions ho;
+  ho.n_ctx = 2;
+  ho.max_chunk = 1;
+  ho.kv_f32 = so.kv_f32;
+  std::unique_ptr<ModelState> hs = head_.new_state(ho);
+  stats_.cost_head = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const Batch batch = Batch::sequence(ids.data(), 1, 0, true);
+    const double t0 = now_seconds();
+    const ForwardOutputs o = head_.forward(*hs, batch, g_);
+    b_.argmax(o.logits, best_.slice_rows(0, 1));
+    b_.download(best_.slice_rows(0, 1), sink.data(), sizeof(int32_t));
+    stats_.cost_head = std::min(stats_.cost_head, now_seconds() - t0);
+  }
+}
+
+ForwardOutputs MtpGenerator::head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden,
+                                          bool output) {
+  // The head's KV cache is pure attention: rows past pos0 (earlier drafts) are overwritten.
+  if (pos0 > 0 && head_state_->position() > pos0) head_state_->truncate(pos0);
+  const Batch batch = Batch::sequence(ids, n, pos0, false, output);
+  ForwardOptions fo;
+  fo.logits = output;
+  fo.row_exact = n == 1;  // drafts never change the output: catch-up rows take the batched kernels
+  return head_.forward(*head_state_, batch, hidden, fo);
+}
+
+void MtpGenerator::feed_prompt_rows(int64_t pos0, const Token* ids, int64_t n, const ForwardOutputs& out) {
+  const double t0 = now_seconds();
+  if (pos0 != head_pos_ || !pend_tokens_.empty()) {
+    // A new prompt: rows below pos0 are the ones the session reused. The head's rows there
+    // are right when it wrote them for the same tokens; h_{pos0-1} is known only when the
+    // head stopped exactly at pos0 (0 at a sequence start, as llama.cpp's first row).
+    if (pos0 != head_pos_) {
+      const std::vector<float> zeros(static_cast<size_t>(dim_), 0.0f);
+      b_.upload(hin_.slice_rows(0, 1), zeros.data(), zeros.size() * sizeof(float));
+    }
+    pend_tokens_.clear();
+    head_pos_ = pos0;
+  }
+  // Head row p = pos0 + i takes token ids[i] and h_{p-1}: hin_ row 0, then trunk rows 0..n-2.
+  if (n > 1) b_.copy(out.hidden.slice_rows(0, n - 1), hin_.slice_rows(1, n - 1));
+  b_.copy(out.hidden.slice_rows(n - 1, 1), g_);  // h of the chunk's last row, for the next row
+  head_forward(ids, n, pos0, hin_.slice_rows(0, n), false);
+  b_.copy(g_, hin_.slice_rows(0, 1));
+  head_pos_ = pos0 + n;
+  stats_.head_seconds += now_seconds() - t0;
+}
+
+void MtpGenerator::flush_pending() {
+  const auto len = static_cast<int64_t>(pend_tokens_.size());
+  if (len == 0) return;
+  const double t0 = now_seconds();
+  head_forward(pend_tokens_.data(), len, head_pos_, hin_.slice_rows(0, len), false);
+  b_.copy(hin_.slice_rows(len, 1), hin_.slice_rows(0, 1));
+  head_pos_ += len;
+  pend_tokens_.clear();
+  stats_.head_seconds += now_seconds() - t0;
+}
+
+Token MtpGenerator::pick(const ForwardOutputs& o, int64_t row, std::vector<Sampler::Prob>* dist) {
+  if (opt_.sampling.temperature <= 0.0f) {
+    b_.argmax(o.logits.slice_rows(row, 1), best_.slice_rows(0, 1));
+    Token t = 0;
+    b_.download(best_.slice_rows(0, 1), &t, sizeof(t));
+    return t;
+  }
+  std::vector<float> logits(static_cast<size_t>(n_vocab_));
+  const Tensor r = o.logits.slice_rows(row, 1);
+  b_.download(r, logits.data(), r.nbytes());
+  std::vector<Sampler::Prob> local;
+  std::vector<Sampler::Prob>& d = dist ? *dist : local;
+  sampler_.distribution(logits.data(), n_vocab_, d);
+  return sampler_.draw(d);
+}
+
+Token MtpGenerator::oracle_or(Token proposal, size_t index) {
+  if (spec_.draft_accept < 0.0 || index >= spec_.oracle.size()) return proposal;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  return u(oracle_rng_) < spec_.draft_accept ? spec_.oracle[index] : proposal;
+}
+
+void MtpGenerator::trim_pending() {
+  const auto len = static_cast<int64_t>(pend_tokens_.size());
+  const int64_t drop = len - kCatchUpRows;
+  if (drop <= 0) return;
+  // hin_ rows [drop, len] move to [0, len - drop] (ascending, one row at a time: overlap-safe).
+  for (int64_t i = 0; i <= len - drop; ++i) b_.copy(hin_.slice_rows(drop + i, 1), hin_.slice_rows(i, 1));
+  pend_tokens_.erase(pend_tokens_.begin(), pend_tokens_.begin() + drop);
+  head_pos_ += drop;
+}
+
+std::vector<Token> MtpGenerator::draft(Token x, int64_t P, int depth, size_t emitted,
+                                       std::vector<std::vector<Sampler::Prob>>* q) {
+  const double t0 = now_seconds();
+  trim_pending();
+  std::vector<Token> rows = pend_tokens_;
+  rows.push_back(x);  // positions head_pos_ .. P
+  const auto len = static_cast<int64_t>(rows.size());
+  if (head_pos_ + len - 1 != P) throw Error("mtp: the head's rows are out of step with the trunk");
+  ForwardOutputs o = head_forward(rows.data(), len, head_pos_, hin_.slice_rows(0, len), true);
+  head_pos_ = P + 1;
+  pend_tokens_.clear();
+  std::vector<Token> d;
+  if (q) q->assign(static_cast<size_t>(depth), {});
+  for (int i = 0; i < depth; ++i) {
+    if (i > 0) {
+      b_.copy(o.hidden, g_);  // chain: the head's own hidden state (after shared_head_norm)
+      o = head_forward(&d.back(), 1, P + i, g_, true);
+    }
+    d.push_back(oracle_or(pick(o, 0, q ? &(*q)[static_cast<size_t>(i)] : nullptr), emitted + static_cast<size_t>(i)));
+  }
+  stats_.head_seconds += now_seconds() - t0;
+  return d;
+}
+
+std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std::function<bool(Token)>& on_token) {
+  const Tokenizer& tok = session_.engine().tokenizer();
+  const bool greedy = opt_.sampling.temperature <= 0.0f;
+  const int64_t n_ctx = session_.n_ctx();
+  std::vector<Token> out;
+  const std::vector<float>& first = session_.prefill(
+      prompt, opt_.checkpoint_at,
+      [this](int64_t pos0, const Token* ids, int64_t n, const ForwardOutputs& o) { feed_prompt_rows(pos0, ids, n, o); });
+  Token x = sampler_.sample(first.data(), n_vocab_);
+  int64_t P = session_.position();
+  session_.set_decode_stats(0, 0.0);
+  const double t0 = now_seconds();
+
+  // Emits t (at position pt) as plain decoding would: false when generation ends with it
+  // (t itself is emitted unless it is a stop id).
+  auto emit = [&](Token t, int64_t pt) {
+    if (opt_.stop_at_eog && tok.is_stop(t)) return false;
+    out.push_back(t);
+    session_.set_decode_stats(static_cast<int64_t>(out.size()), now_seconds() - t0);
+    if (on_token && !on_token(t)) return false;
+    if (static_cast<int64_t>(out.size()) >= opt_.max_new_tokens) return false;
+    return pt < n_ctx;  // plain decoding stops when the context is full
+  };
+
+  std::vector<std::vector<Sampler::Prob>> q;
+  std::vector<int32_t> a;
+  std::vector<float> logits_host;
+  std::vector<Sampler::Prob> p;
+  while (emit(x, P)) {
+    const int64_t room = std::min<int64_t>({spec_.draft_max, session_.state().max_chunk() - 1, n_ctx - P - 1,
+                                            opt_.max_new_tokens - static_cast<int64_t>(out.size()) - 1});
+    const int depth = policy_->next(static_cast<int>(std::max<int64_t>(0, room)));
+    if (depth == 0) {  // a plain step; the head's pending rows grow by one
+      if (static_cast<int64_t>(pend_tokens_.size()) + 2 > rows_) flush_pending();
+      const double ts = now_seconds();
+      const ForwardOutputs o = session_.append({x});
+      b_.copy(o.hidden, hin_.slice_rows(P + 1 - head_pos_, 1));  // h_P
+      pend_tokens_.push_back(x);
+      x = pick(o, 0, nullptr);
+      policy_->observe_cycle(0, now_seconds() - ts);
+      ++P;
+      ++stats_.plain_steps;
+      continue;
+    }
+    const double th = now_seconds();
+    const std::vector<Token> d = draft(x, P, depth, out.size(), greedy ? nullptr : &q);
+    std::vector<Token> rows{x};
+    rows.insert(rows.end(), d.begin(), d.end());
+    AppendOptions ao;
+    ao.all_outputs = true;
+    ao.snapshots = true;
+    const ForwardOutputs o = session_.append(rows, ao);  // verify: depth + 1 rows at P
+    int j = 0;
+    Token next = 0;
+    if (greedy) {
+      a.resize(static_cast<size_t>(depth + 1));
+      b_.argmax(o.logits, best_.slice_rows(0, depth + 1));
+      b_.download(best_.slice_rows(0, depth + 1), a.data(), a.size() * sizeof(int32_t));
+      while (j < depth && d[static_cast<size_t>(j)] == a[static_cast<size_t>(j)]) ++j;
+      next = a[static_cast<size_t>(j)];
+    } else {  // speculative sampling: accept d_i with probability min(1, p/q), else the residual
+      logits_host.resize(static_cast<size_t>(n_vocab_ * (depth + 1)));
+      b_.download(o.logits, logits_host.data(), o.logits.nbytes());
+      bool rejected = false;
+      for (; j < depth; ++j) {
+        sampler_.distribution(logits_host.data() + static_cast<size_t>(j) * n_vocab_, n_vocab_, p);
+        const auto& qj = q[static_cast<size_t>(j)];
+        const Token dj = d[static_cast<size_t>(j)];
+        const double pd = prob_of(p, dj), qd = std::max(prob_of(qj, dj), 1e-30f);
+        if (sampler_.uniform() < std::min(1.0, pd / qd)) continue;
+        std::vector<Sampler::Prob> resid;  // max(0, p - q), normalised
+        double sum = 0.0;
+        for (const auto& e : p) {
+          const double r = e.p - prob_of(qj, e.id);
+          if (r > 0.0) {
+            resid.push_back({e.id, static_cast<float>(r)});
+            sum += r;
+          }
+        }
+        if (sum <= 0.0) {
+          next = sampler_.draw(p);
+        } else {
+          for (auto& e : resid) e.p = static_cast<float>(e.p / sum);
+          next = sampler_.draw(resid);
+        }
+        rejected = true;
+        break;
+      }
+      if (!rejected) {
+        sampler_.distribution(logits_host.data() + static_cast<size_t>(depth) * n_vocab_, n_vocab_, p);
+        next = sampler_.draw(p);
+      }
+    }
+    policy_->observe_cycle(depth, now_seconds() - th);
+    ++stats_.cycles;
+    stats_.drafted += depth;
+    stats_.accepted += j;
+    for (int i = 0; i < depth; ++i) ++stats_.drafted_at[static_cast<size_t>(i)];
+    for (int i = 0; i < j; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
+    policy_->record(depth, j);
+    // The head's next rows: d_1..d_j at P+1.. with the trunk's own h_P..h_{P+j-1}, then the
+    // next token with h_{P+j}: verify hidden rows 0..j.
+    b_.copy(o.hidden.slice_rows(0, j + 1), hin_.slice_rows(0, j + 1));
+    pend_tokens_.assign(d.begin(), d.begin() + j);
+    // Emit the accepted drafts; generation may end inside them as plain decoding would.
+    int64_t keep = P + j + 1;  // trunk rows to keep: x, d_1..d_j
+    bool ended = false;
+    for (int i = 0; i < j && !ended; ++i) {
+      if (!emit(d[static_cast<size_t>(i)], P + 1 + i)) {
+        keep = P + 1 + i;
+        ended = true;
+      }
+    }
+    session_.rewind(keep);  // selects the snapshot slot: no replay
+    if (ended) break;
+    P += j + 1;
+    x = next;
+  }
+  session_.set_decode_stats(static_cast<int64_t>(out.size()), now_seconds() - t0);
+  return out;
+}
+
+std::vector<Token> generate(Session& session, const std::vector<Token>& prompt, const GenerateOptions& opt,
+                            const SpecOptions& spec, const std::function<bool(Token)>& on_token, SpecStats* stats) {
+  const bool can = spec.mode == SpecMode::MTP && session.engine().model().mtp() != nullptr &&
+                   (session.state().rewindable() || session.state().max_snapshots() >= spec.draft_max + 1);
+  if (!can) {
+    std::vector<Token> out = session.generate(prompt, opt, on_token);
+    return out;
+  }
+  MtpGenerator gen(session, opt, spec);
+  std::vector<Token> out = gen.run(prompt, on_token);
+  session.mark_turn_end();
+  if (stats) *stats = gen.stats();
+  return out;
+}
+
+}  // namespace df::spec

@@ -1,0 +1,92 @@
+// Speculative generation with the model's MTP ("nextn") head as the drafter, over the Session
+// step API (append rows -> device outputs, rewind). Output is token-identical to plain greedy
+// decoding (and, with temperature > 0, equal in distribution to plain sampling): every emitted
+// token is the trunk's own choice from the verify pass; drafts only decide how many of the
+// verify rows are kept.
+//
+// One cycle at trunk position P with the next token x (not yet in the trunk):
+//   1. draft: the head runs its pending rows (positions head_pos..P: token x_p with the trunk's
+//      hidden state h_{p-1}) and gives d_1 and its own hidden g_1; depth N chains the head on
+//      (d_i, g_i) at positions P+i.
+//   2. verify: the trunk appends [x, d_1..d_N] in one forward with recurrent snapshots, argmax
+//      of every row on the device -> a_0..a_N; j = the longest prefix with d_{i+1} == a_i.
+//   3. accept: the trunk rewinds to P + j + 1 (selects snapshot slot j + 1: no replay); the
+//      emitted tokens are d_1..d_j and then a_j (the trunk's next token).
+//   4. the head's rows P+1..P+j are re-run in the next cycle's step 1 with the trunk's own
+//      hidden states (verify rows 0..j), as llama.cpp keeps its MTP cache.
+// Depth 0 is a plain step (the head's pending rows grow; the last few are fed in one batch at
+// the next draft).
+#pragma once
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "diskformer/engine.h"
+#include "spec/depth_policy.h"
+#include "spec/spec_options.h"
+
+namespace df::spec {
+
+class MtpGenerator {
+ public:
+  // The session must keep at least spec.draft_max + 1 snapshot slots (Session's max_snapshots)
+  // and its model must have an MTP head (df::Error otherwise). Measures the cost table.
+  MtpGenerator(Session& session, const GenerateOptions& opt, const SpecOptions& spec);
+  ~MtpGenerator();
+  // As PlainGenerator::run. May be called again for the next turn of the same session (the
+  // head's cache is kept; opt may change all but its sampling options).
+  std::vector<Token> run(const std::vector<Token>& prompt, const std::function<bool(Token)>& on_token);
+  std::vector<Token> run(const std::vector<Token>& prompt, const GenerateOptions& opt,
+                         const std::function<bool(Token)>& on_token) {
+    opt_ = opt;
+    return run(prompt, on_token);
+  }
+  const SpecStats& stats() const { return stats_; }
+
+ private:
+  void measure_costs();
+  // Prefill tap: feeds the head the prompt rows the trunk computed.
+  void feed_prompt_rows(int64_t pos0, const Token* ids, int64_t n, const ForwardOutputs& out);
+  // Runs the head over its pending rows (without the draft row): catch-up when they fill up.
+  void flush_pending();
+  // Before a draft after a plain stretch: only the last kCatchUpRows pending rows are run (the
+  // head's rows before them stay stale: a cheaper probe, drafts a little worse, output unchanged).
+  void trim_pending();
+  static constexpr int64_t kCatchUpRows = 8;
+  // Step 1: the draft tokens d_1..d_depth after x at position P; `emitted` tokens so far
+  // (the oracle's index); q (sampling) receives each draft's distribution.
+  std::vector<Token> draft(Token x, int64_t P, int depth, size_t emitted, std::vector<std::vector<Sampler::Prob>>* q);
+  // A head forward of n rows at pos0 with hidden [n, dim]; outputs for the last row if asked.
+  ForwardOutputs head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden, bool output);
+  // Output row `row` of o: its argmax on the device (greedy) or a draw (dist: the distribution).
+  Token pick(const ForwardOutputs& o, int64_t row, std::vector<Sampler::Prob>* dist);
+  Token oracle_or(Token proposal, size_t emitted_index);
+
+  Session& session_;
+  GenerateOptions opt_;
+  SpecOptions spec_;
+  Model& model_;
+  MtpHead& head_;
+  Backend& b_;
+  int64_t dim_ = 0, n_vocab_ = 0, rows_ = 0;
+  std::unique_ptr<ModelState> head_state_;
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+  Tensor hin_;     // [rows_, dim] head input hidden states: row i is h_{head_pos_ + i - 1}
+  Tensor g_;       // [1, dim] the head's own hidden state when chaining drafts
+  Tensor best_;    // [rows_, 1] i32 device argmax
+  int64_t head_pos_ = 0;            // the head's next row position (rows below are written)
+  std::vector<Token> pend_tokens_;  // tokens at positions head_pos_.. not yet run by the head
+  std::unique_ptr<DepthPolicy> policy_;
+  Sampler sampler_;
+  std::mt19937_64 oracle_rng_;
+  SpecStats stats_;
+};
+
+// Generates with MTP speculation when `spec` asks for it and the session's model has a head
+// (and snapshot slots), plain decoding otherwise. `stats` (optional) receives the spec figures.
+std::vector<Token> generate(Session& session, const std::vector<Token>& prompt, const GenerateOptions& opt,
+                            const SpecOptions& spec, const std::function<bool(Token)>& on_token,
+                            SpecStats* stats = nullptr);
+
+}  // namespace df::spec
