@@ -77,8 +77,8 @@ TEST_F(Cli, AGoodCommandExitsZero) {
 
 TEST_F(Cli, MissingFiles) {
   const std::string nope = (dir_ / "nope.gguf").string();
-  expect_error("run -q -m " + nope + " -p hi -n 1", {"cannot open GGUF file", nope});
-  expect_error("inspect " + nope, {"cannot open GGUF file", nope});
+  expect_error("run -q -m " + nope + " -p hi -n 1", {"no file", nope});  // -m: neither a file nor a stored name
+  expect_error("inspect " + nope, {"no file", nope});
   const std::string no_prompt = (dir_ / "nope.txt").string();
   expect_error("run -q -m " + kModel + " -f " + no_prompt + " -n 1", {"cannot open", no_prompt});
 }
