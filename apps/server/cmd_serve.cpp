@@ -93,6 +93,7 @@ void register_serve(CLI::App& app) {
         std::fprintf(stderr, "diskformer: %s: finishing requests in flight, then exiting\n", strsignal(sig));
       api.begin_shutdown();
       sched.shutdown(grace);
+      api.wait_replies(grace + std::chrono::seconds(2));  // the last chunks reach the clients
       api.stop();
     });
     const bool ok = api.listen();

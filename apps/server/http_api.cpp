@@ -7,6 +7,7 @@
 #include <ctime>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include <httplib.h>
 
@@ -162,6 +163,12 @@ int HttpApi::bind() {
 
 bool HttpApi::listen() { return svr_->listen_after_bind(); }
 
+void HttpApi::wait_replies(std::chrono::milliseconds max) {
+  const auto until = std::chrono::steady_clock::now() + max;
+  while (replies_.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 void HttpApi::stop() { svr_->stop(); }
 
 void HttpApi::routes() {
@@ -303,11 +310,13 @@ void HttpApi::routes() {
       reply->want_logprobs = r.top_logprobs >= 0;
       reply->carry = std::move(u);  // what the wait above took out of the job
       if (r.stream) res.set_header("Cache-Control", "no-cache");
+      ++replies_;
       res.set_chunked_content_provider(
           r.stream ? "text/event-stream" : "application/json",
           [reply](size_t, httplib::DataSink& sink) { return provide(*reply, sink); },
-          [reply](bool success) {
+          [this, reply](bool success) {
             if (!success) reply->job->cancel();  // the connection broke: stop generating
+            --replies_;
           });
     } catch (const ApiError& e) {
       send_error(res, e);

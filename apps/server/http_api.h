@@ -44,6 +44,9 @@ class HttpApi {
   bool listen();
   // Refuses new generations from now on (503) and makes /health report it.
   void begin_shutdown() { stopping_ = true; }
+  // Waits (at most `max`) until every response whose generation has ended is written out:
+  // stop() closes the sockets, so it must not cut a stream's last chunks off.
+  void wait_replies(std::chrono::milliseconds max);
   void stop();
 
  private:
@@ -53,6 +56,7 @@ class HttpApi {
   std::unique_ptr<httplib::Server> svr_;
   HttpCounters http_counters_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> replies_{0};  // responses being written (content providers not yet released)
 };
 
 }  // namespace df::server

@@ -14,6 +14,11 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import http from 'node:http';
+
+// A fresh connection per request: a kept-alive socket that the server closed while the test
+// ran a CLI reference (longer than --keep-alive) would otherwise be reused and reset.
+const agent = new http.Agent({ keepAlive: false });
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 let OpenAI;
@@ -107,7 +112,7 @@ const CHAT_PROMPTS = ['def add(a, b):', 'Write a function that reverses a string
 const server = await startServer(['--parallel', '12', '--api-key', KEY, '--max-body', '65536']);
 const port = server.port;
 const base = `http://127.0.0.1:${port}`;
-const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000 });
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000, httpAgent: agent });
 const noThink = { chat_template_kwargs: { enable_thinking: false } };
 
 try {
@@ -395,7 +400,7 @@ try {
     assert.equal((await post(chat, { messages: msgs }, { Authorization: 'Bearer wrong', 'Content-Type': 'application/json' })).status, 401);
     const models = await fetch(`${base}/v1/models`);
     assert.equal(models.status, 401);
-    const bad = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'wrong', maxRetries: 0 });
+    const bad = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'wrong', maxRetries: 0, httpAgent: agent });
     await assert.rejects(bad.models.list(), (e) => e.status === 401);
     await assert.rejects(client.chat.completions.create({ model: 'default', messages: [] }), (e) => e.status === 400);
     const nf = await fetch(`${base}/v1/nothing`);
@@ -419,7 +424,7 @@ try {
   await check('per-request time limit; SIGTERM finishes the request in flight and exits 0', async () => {
     // A context that the 1 s of generation cannot fill.
     const s2 = await startServer(['--time-limit', '1', '--shutdown-grace', '5', '--keep-alive', '1'], 32768);
-    const c2 = new OpenAI({ baseURL: `http://127.0.0.1:${s2.port}/v1`, apiKey: 'none', maxRetries: 0 });
+    const c2 = new OpenAI({ baseURL: `http://127.0.0.1:${s2.port}/v1`, apiKey: 'none', maxRetries: 0, httpAgent: agent });
     const t0 = Date.now();
     const st = await c2.completions.create({ model: 'default', prompt: CODE_PROMPTS[4], max_tokens: 100000,
                                              temperature: 0, stream: true, ignore_eos: true });
