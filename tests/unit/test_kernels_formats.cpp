@@ -166,7 +166,7 @@ TEST(KernelsFormats, ScalarReferenceMatchesExactDotOfDequantisedRows) {
           // Q4_1 / Q5_1: the min term uses Q8_1's s = fp16(da * sum(qa)), as ggml does,
           // instead of the exact da * sum(qa)
           const auto* wb = p.W.data() + i * p.w_stride;
-          const auto* ab = reinterpret_cast<const df::quant::BlockQ8_1*>(p.A.data() + r * p.a_stride);
+          const auto* ab = reinterpret_cast<const df::BlockQ8_1*>(p.A.data() + r * p.a_stride);
           for (int64_t b = 0; b < k / 32; ++b) {
             uint16_t m_bits;  // the min follows the fp16 scale in both Q4_1 and Q5_1 blocks
             std::memcpy(&m_bits, wb + b * df::type_info(t).block_bytes + 2, 2);

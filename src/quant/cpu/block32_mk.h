@@ -81,7 +81,7 @@ __m256i fp4_values(__m256i nib) {
 
 template <class Ops>
 struct PQ4_0 {
-  using Block = quant::BlockQ4_0;
+  using Block = df::BlockQ4_0;
   using ABlock = BlockQ8_0;
   static constexpr int kGroupsPerBlock = 1, kOffset = 8;
   static constexpr bool kMins = false, kPairs = false;
@@ -93,7 +93,7 @@ struct PQ4_0 {
 
 template <class Ops>
 struct PQ5_0 {
-  using Block = quant::BlockQ5_0;
+  using Block = df::BlockQ5_0;
   using ABlock = BlockQ8_0;
   static constexpr int kGroupsPerBlock = 1, kOffset = 16;
   static constexpr bool kMins = false, kPairs = false;
@@ -107,8 +107,8 @@ struct PQ5_0 {
 
 template <class Ops>
 struct PQ4_1 {
-  using Block = quant::BlockQ4_1;
-  using ABlock = quant::BlockQ8_1;
+  using Block = df::BlockQ4_1;
+  using ABlock = df::BlockQ8_1;
   static constexpr int kGroupsPerBlock = 1, kOffset = 0;
   static constexpr bool kMins = true, kPairs = false;
   static __m256i quants(const Block* w, int64_t g) { return nibbles<Ops>(w[g].qs); }
@@ -120,8 +120,8 @@ struct PQ4_1 {
 
 template <class Ops>
 struct PQ5_1 {
-  using Block = quant::BlockQ5_1;
-  using ABlock = quant::BlockQ8_1;
+  using Block = df::BlockQ5_1;
+  using ABlock = df::BlockQ8_1;
   static constexpr int kGroupsPerBlock = 1, kOffset = 0;
   static constexpr bool kMins = true, kPairs = false;
   static __m256i quants(const Block* w, int64_t g) {
@@ -135,7 +135,7 @@ struct PQ5_1 {
 
 template <class Ops>
 struct PMxfp4 {
-  using Block = quant::BlockMxfp4;
+  using Block = df::BlockMxfp4;
   using ABlock = BlockQ8_0;
   static constexpr int kGroupsPerBlock = 1, kOffset = 12;
   static constexpr bool kMins = false, kPairs = true;
@@ -157,7 +157,7 @@ struct PMxfp4 {
 // (16 elements each: byte j of a sub-block holds elements j and j + 8).
 template <class Ops>
 struct PNvfp4 {
-  using Block = quant::BlockNvfp4;
+  using Block = df::BlockNvfp4;
   using ABlock = BlockQ8_0;
   static constexpr int kGroupsPerBlock = 2, kOffset = 12;
   static constexpr bool kMins = false, kPairs = false;

@@ -30,7 +30,7 @@ template <> struct MkOf<quant::FormatQ6_K> { using T = kquant::Mk<Ops, kquant::P
 // Q8_K activations: ggml's own quantiser is scalar (quantize_row_q8_K_ref), so is ours.
 template <class F>
 void KquantAvx2<F>::quantize_act(const float* x, void* out, int64_t n) {
-  quant::FormatQ8_K::quantize_act(x, static_cast<quant::BlockQ8_K*>(out), n / quant::kQK_K);
+  quant::FormatQ8_K::quantize_act(x, static_cast<df::BlockQ8_K*>(out), n / df::kQK_K);
 }
 
 template <class F>

@@ -23,11 +23,11 @@
 
 namespace df::cpu::kquant {
 
-using quant::BlockQ2_K;
-using quant::BlockQ3_K;
-using quant::BlockQ4_K;
-using quant::BlockQ5_K;
-using quant::BlockQ6_K;
+using df::BlockQ2_K;
+using df::BlockQ3_K;
+using df::BlockQ4_K;
+using df::BlockQ5_K;
+using df::BlockQ6_K;
 
 template <class Ops>
 inline float half_to_float(uint16_t h) {
@@ -197,7 +197,7 @@ template <class Ops, template <class> class Policy, int Rows, int Cols, int Rows
 struct Mk {
   using P = Policy<Ops>;
   using WB = typename P::Block;
-  using AB = quant::BlockQ8_K;
+  using AB = df::BlockQ8_K;
   static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
   static constexpr bool kQ2 = std::is_same_v<WB, BlockQ2_K>, kQ4 = std::is_same_v<WB, BlockQ4_K>,
                         kQ5 = std::is_same_v<WB, BlockQ5_K>, kQ6 = std::is_same_v<WB, BlockQ6_K>;
@@ -220,7 +220,7 @@ struct Mk {
         summs[r][c] = 0.0f;
       }
     const __m256i offset = _mm256_set1_epi8(static_cast<char>(P::kOffset));
-    const int64_t nb = n / quant::kQK_K;
+    const int64_t nb = n / df::kQK_K;
     for (int64_t b = 0; b < nb; ++b) {
       __m256i sumi[U][R][C];
 #pragma GCC unroll 2

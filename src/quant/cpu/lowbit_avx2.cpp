@@ -23,7 +23,7 @@
 namespace df::cpu {
 namespace {
 
-using quant::BlockQ8_K;
+using df::BlockQ8_K;
 using quant::kIq1sGrid;
 using quant::kIq2sGrid;
 using quant::kIq2xsGrid;
@@ -32,7 +32,7 @@ using quant::kIq2xxsGrid;
 using quant::kIq3sGrid;
 using quant::kIq3xxsGrid;
 using quant::kIq4nlValues;
-using quant::kQK_K;
+using df::kQK_K;
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
