@@ -2,16 +2,14 @@
 // checked the CPU and OS (kernels.cpp).
 //
 // Numerics per weight type (reference: formats_*.h):
-//   F32 / F16 / BF16 : both sides widened to f32 (exact), f32 FMA in 8 lanes.
-//   Q8_0             : as ggml's AVX2 ggml_vec_dot_q8_0_q8_0: |w| (unsigned) times a with w's
-//                      sign (vpsignb), vpmaddubsw + vpmaddwd into exact int32 lane sums,
-//                      converted and FMA'd with fp16(dw)*fp16(da) into f32 lanes. vpmaddubsw
-//                      cannot saturate here: |w| <= 128, |a| <= 127 (quantize_act never
-//                      produces -128), so a pair sum is at most 2*128*127 = 32512.
+//   F32 / F16 / BF16 : both sides widened to f32 (exact), f32 FMA in 8 lanes, four
+//                      accumulator sets per output (see MkFloat::tile).
+//   Q8_0             : q8_0_mk.h.
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "quant/cpu/q8_0_mk.h"
 #include "quant/cpu/registry.h"
 #include "quant/cpu/simd_avx2.h"
 
@@ -23,6 +21,8 @@ using quant::FormatF16;
 using quant::FormatF32;
 using quant::FormatQ8_0;
 using simd::hsum;
+
+struct Tag {};  // internal linkage for the shared microkernels (q8_0_mk.h)
 
 // ---------------- F32 / F16 / BF16 ----------------
 
@@ -52,11 +52,6 @@ __m256 load_tail(const typename E::Block* p, int64_t m) {
   return E::load(buf);
 }
 
-// Independent accumulator sets for a tile of R x C outputs, so that small tiles (decode
-// uses 1 x 1) still have ~4 FMA chains in flight.
-template <int R, int C>
-constexpr int kUnroll = R * C >= 4 ? 1 : 4 / (R * C);
-
 template <class E, int Rows, int Cols, int RowsDecode>
 struct MkFloat {
   static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
@@ -76,10 +71,16 @@ struct MkFloat {
     }
   }
 
+  // Four accumulator sets per output, whatever the tile (issue 15: a row computed in a tile
+  // of several gives the bits of the row alone): set u takes the steps u, u + 4, u + 8, ...
+  // of the main part, set 0 also the rest; then ((s0 + s1) + s2) + s3. Small tiles
+  // (decode: 1 x 1) interleave the four chains; large ones make one pass per set over each
+  // chunk of k, so that they need one accumulator per output in registers.
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     using B = typename E::Block;
-    constexpr int U = kUnroll<R, C>;
+    constexpr int U = 4;
+    constexpr int64_t S = 8;
     const B* w[R];
     const B* a[C];
     for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
@@ -91,78 +92,29 @@ struct MkFloat {
       for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) acc[u][r][c] = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + U * 8 <= n; k += U * 8)
+    const int64_t main_end = n / (U * S) * (U * S);
+    if constexpr (U * R * C <= 8) {
+      for (int64_t k = 0; k < main_end; k += U * S)
 #pragma GCC unroll 4
-      for (int u = 0; u < U; ++u) step<R, C, false>(w, a, k + u * 8, 0, acc[u]);
-    for (; k + 8 <= n; k += 8) step<R, C, false>(w, a, k, 0, acc[0]);
+        for (int u = 0; u < U; ++u) step<R, C, false>(w, a, k + u * S, 0, acc[u]);
+    } else {  // chunks of 16 steps per set, which stay in L1 / L2 over the four passes
+      constexpr int64_t kChunk = 16 * U * S;
+      for (int64_t k0 = 0; k0 < main_end; k0 += kChunk) {
+        const int64_t k1 = k0 + kChunk < main_end ? k0 + kChunk : main_end;
+#pragma GCC unroll 1
+        for (int u = 0; u < U; ++u) {
+          __m256 cur[R][C];
+          for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) cur[r][c] = acc[u][r][c];
+          for (int64_t k = k0 + u * S; k < k1; k += U * S) step<R, C, false>(w, a, k, 0, cur);
+          for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) acc[u][r][c] = cur[r][c];
+        }
+      }
+    }
+    int64_t k = main_end;
+    for (; k + S <= n; k += S) step<R, C, false>(w, a, k, 0, acc[0]);
     if (k < n) step<R, C, true>(w, a, k, n - k, acc[0]);
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) {
-        __m256 s = acc[0][r][c];
-        for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][r][c]);
-        out[r * C + c] = hsum(s);
-      }
-  }
-};
-
-// ---------------- Q8_0 ----------------
-
-template <int RowsDecode>
-struct MkQ8_0 {
-  static constexpr int kRows = 4, kCols = 2, kRowsDecode = RowsDecode;
-  using Block = BlockQ8_0;
-
-  static __m256i quants(const Block& b) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-  }
-  static __m256 scale(const Block& b) { return _mm256_set1_ps(_cvtsh_ss(b.d)); }
-
-  // acc[r][c] += fp16(dw) * fp16(da) * (lane sums of w[r][b] . a[c][b])
-  template <int R, int C>
-  static void step(const Block* const* w, const Block* const* a, int64_t b, __m256 (&acc)[R][C]) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i wq[R], wabs[R];
-    __m256 wd[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      wq[r] = quants(w[r][b]);
-      wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
-      wd[r] = scale(w[r][b]);
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const __m256i aq = quants(a[c][b]);
-      const __m256 ad = scale(a[c][b]);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m256i p16 = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(aq, wq[r]));
-        const __m256i p32 = _mm256_madd_epi16(p16, ones);
-        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(wd[r], ad), acc[r][c]);
-      }
-    }
-  }
-
-  template <int R, int C>
-  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
-    constexpr int U = kUnroll<R, C> > 2 ? 2 : kUnroll<R, C>;
-    const Block* w[R];
-    const Block* a[C];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp[r]);
-    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const Block*>(ap[c]);
-    __m256 acc[U][R][C];
-#pragma GCC unroll 8
-    for (int u = 0; u < U; ++u)
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm256_setzero_ps();
-    const int64_t nb = n / kQK8_0;
-    int64_t b = 0;
-    for (; b + U <= nb; b += U)
-#pragma GCC unroll 2
-      for (int u = 0; u < U; ++u) step<R, C>(w, a, b + u, acc[u]);
-    for (; b < nb; ++b) step<R, C>(w, a, b, acc[0]);
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) {
         __m256 s = acc[0][r][c];
@@ -262,7 +214,7 @@ template <> struct Simd<FormatF16> : FloatSimd<ElemF16, &quantize_act_f16> {};
 template <> struct Simd<FormatBF16> : FloatSimd<ElemBF16, &quantize_act_bf16> {};
 template <>
 struct Simd<FormatQ8_0> {
-  using Mk = MkQ8_0<1>;
+  using Mk = q8::MkQ8_0<Tag, 4, 2>;
   static void quantize(const float* x, void* y, int64_t n) {
     quantize_act_q8_0(x, static_cast<BlockQ8_0*>(y), n / kQK8_0);
   }
