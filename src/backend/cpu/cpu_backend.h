@@ -14,11 +14,6 @@ namespace df::cpu {
 struct CpuOptions {
   int threads = 0;         // 0: all hardware threads
   Isa isa = best_isa();    // forced instruction set (tests compare against SCALAR)
-  // Row-count independence bound: matrix products and attention of at most this many rows
-  // (decode and speculative verify) compute every row with the one-row kernels, so that a
-  // row's result is the same bits whatever the row count; larger calls (prefill) use the
-  // multi-row tiles, whose f32 summation order differs.
-  int exact_rows = 8;
 };
 
 class CpuBackend final : public Backend {
@@ -65,13 +60,8 @@ class CpuBackend final : public Backend {
   // Per-thread scratch of bytes (activations rounded for attention products).
   uint8_t* thread_bytes(int thread, size_t bytes);
 
-  // Y rows = W[i0, i1) . act rows, with the one-row kernel per row when n <= exact_rows_.
-  void gemm_rows(GgmlType t, int64_t k, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
-                 const uint8_t* act, size_t act_stride, int64_t n, float* Y, int64_t ldy) const;
-
   const Kernels& kernels_;
   const SsmVec& ssm_;
-  int64_t exact_rows_;
   ThreadPool pool_;
   std::vector<uint8_t> act_buf_;
   std::vector<std::vector<float>> thread_buf_;
