@@ -3,12 +3,13 @@
 //
 // Numerics per weight type (reference: formats_*.h):
 //   F32 / F16 / BF16 : both sides widened to f32 (exact), f32 FMA in 8 lanes, four
-//                      accumulator sets per output (see MkFloat::tile).
+//                      accumulator sets per output (float_mk.h).
 //   Q8_0             : q8_0_mk.h.
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "quant/cpu/float_mk.h"
 #include "quant/cpu/q8_0_mk.h"
 #include "quant/cpu/registry.h"
 #include "quant/cpu/simd_avx2.h"
@@ -20,109 +21,47 @@ using quant::FormatBF16;
 using quant::FormatF16;
 using quant::FormatF32;
 using quant::FormatQ8_0;
-using simd::hsum;
 
 struct Tag {};  // internal linkage for the shared microkernels (q8_0_mk.h)
 
 // ---------------- F32 / F16 / BF16 ----------------
 
-// Elem policies: load 8 elements from p as f32; load_tail: m < 8 elements, zero filled.
-struct ElemF32 {
+// Element policies of float_mk.h: 8 elements per step, f32 FMA into 8 lanes.
+template <class Self>
+struct Elem8 {
+  using V = __m256;
+  using Acc = __m256;
+  static constexpr int kStep = 8, kRegs = 8;
+  template <class Block>
+  static V load_tail(const Block* p, int64_t m) {  // m < 8 elements, zero filled
+    Block buf[8] = {};
+    std::memcpy(buf, p, static_cast<size_t>(m) * sizeof(buf[0]));
+    return Self::load(buf);
+  }
+  static Acc madd(Acc acc, V w, V a) { return _mm256_fmadd_ps(w, a, acc); }
+  static Acc zero() { return _mm256_setzero_ps(); }
+  static Acc add(Acc x, Acc y) { return _mm256_add_ps(x, y); }
+  static float hsum(Acc v) { return simd::hsum(v); }
+};
+struct ElemF32 : Elem8<ElemF32> {
   using Block = float;
   static __m256 load(const Block* p) { return _mm256_loadu_ps(p); }
 };
-struct ElemF16 {
+struct ElemF16 : Elem8<ElemF16> {
   using Block = uint16_t;
   static __m256 load(const Block* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
 };
-struct ElemBF16 {
+struct ElemBF16 : Elem8<ElemBF16> {
   using Block = uint16_t;
   static __m256 load(const Block* p) {
     const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
   }
 };
-
-template <class E>
-__m256 load_tail(const typename E::Block* p, int64_t m) {
-  typename E::Block buf[8] = {};
-  std::memcpy(buf, p, static_cast<size_t>(m) * sizeof(buf[0]));
-  return E::load(buf);
-}
-
-template <class E, int Rows, int Cols, int RowsDecode>
-struct MkFloat {
-  static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
-
-  // acc[r][c] += w[r][k..k+8) . a[c][k..k+8)  (m < 8 valid elements when Tail)
-  template <int R, int C, bool Tail>
-  static void step(const typename E::Block* const* w, const typename E::Block* const* a,
-                   int64_t k, int64_t m, __m256 (&acc)[R][C]) {
-    __m256 wv[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wv[r] = Tail ? load_tail<E>(w[r] + k, m) : E::load(w[r] + k);
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const __m256 av = Tail ? load_tail<E>(a[c] + k, m) : E::load(a[c] + k);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], av, acc[r][c]);
-    }
-  }
-
-  // Four accumulator sets per output, whatever the tile (issue 15: a row computed in a tile
-  // of several gives the bits of the row alone): set u takes the steps u, u + 4, u + 8, ...
-  // of the main part, set 0 also the rest; then ((s0 + s1) + s2) + s3. Small tiles
-  // (decode: 1 x 1) interleave the four chains; large ones make one pass per set over each
-  // chunk of k, so that they need one accumulator per output in registers.
-  template <int R, int C>
-  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
-    using B = typename E::Block;
-    constexpr int U = 4;
-    constexpr int64_t S = 8;
-    const B* w[R];
-    const B* a[C];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
-    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const B*>(ap[c]);
-    __m256 acc[U][R][C];
-#pragma GCC unroll 8
-    for (int u = 0; u < U; ++u)
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm256_setzero_ps();
-    const int64_t main_end = n / (U * S) * (U * S);
-    if constexpr (U * R * C <= 8) {
-      for (int64_t k = 0; k < main_end; k += U * S)
-#pragma GCC unroll 4
-        for (int u = 0; u < U; ++u) step<R, C, false>(w, a, k + u * S, 0, acc[u]);
-    } else {  // chunks of 16 steps per set, which stay in L1 / L2 over the four passes
-      constexpr int64_t kChunk = 16 * U * S;
-      for (int64_t k0 = 0; k0 < main_end; k0 += kChunk) {
-        const int64_t k1 = k0 + kChunk < main_end ? k0 + kChunk : main_end;
-#pragma GCC unroll 1
-        for (int u = 0; u < U; ++u) {
-          __m256 cur[R][C];
-          for (int r = 0; r < R; ++r)
-            for (int c = 0; c < C; ++c) cur[r][c] = acc[u][r][c];
-          for (int64_t k = k0 + u * S; k < k1; k += U * S) step<R, C, false>(w, a, k, 0, cur);
-          for (int r = 0; r < R; ++r)
-            for (int c = 0; c < C; ++c) acc[u][r][c] = cur[r][c];
-        }
-      }
-    }
-    int64_t k = main_end;
-    for (; k + S <= n; k += S) step<R, C, false>(w, a, k, 0, acc[0]);
-    if (k < n) step<R, C, true>(w, a, k, n - k, acc[0]);
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) {
-        __m256 s = acc[0][r][c];
-        for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][r][c]);
-        out[r * C + c] = hsum(s);
-      }
-  }
-};
+template <class E, int Rows, int Cols>
+using MkFloat = floatmk::MkFloat<E, Rows, Cols>;
 
 // ---------------- activation quantisers (bit exact with the formats' quantize_act) ----------------
 
@@ -202,7 +141,7 @@ void quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
 // activation quantiser Q.
 template <class E, void (*Q)(const float*, void*, int64_t)>
 struct FloatSimd {
-  using Mk = MkFloat<E, 4, 2, 1>;
+  using Mk = MkFloat<E, 4, 2>;
   static void quantize(const float* x, void* y, int64_t n) { Q(x, y, n); }
 };
 void copy_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }

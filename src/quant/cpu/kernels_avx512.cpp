@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "quant/cpu/float_mk.h"
 #include "quant/cpu/q8_0_mk.h"
 #include "quant/cpu/registry.h"
 #include "quant/cpu/simd_avx2.h"
@@ -44,9 +45,15 @@ inline __mmask32 mask32(int64_t m) {
 
 // ---------------- F32 / F16 / BF16: elementwise loaders + one tiled microkernel ----------------
 
-// Elem policies: kStep elements per vector V; load / load_tail (zero filled) from element k;
-// madd(acc, w, a) accumulates w*a into 16 f32 lanes.
-struct ElemF32 {
+// Element policies of float_mk.h: 16 f32 lanes per accumulator.
+struct Acc16 {
+  using Acc = __m512;
+  static constexpr int kRegs = 16;
+  static Acc zero() { return _mm512_setzero_ps(); }
+  static Acc add(Acc x, Acc y) { return _mm512_add_ps(x, y); }
+  static float hsum(Acc v) { return _mm512_reduce_add_ps(v); }
+};
+struct ElemF32 : Acc16 {
   using Block = float;
   using V = __m512;
   static constexpr int kStep = 16;
@@ -55,7 +62,7 @@ struct ElemF32 {
   static __m512 madd(__m512 acc, V w, V a) { return _mm512_fmadd_ps(w, a, acc); }
 };
 
-struct ElemF16 {
+struct ElemF16 : Acc16 {
   using Block = uint16_t;
   using V = __m512;
   static constexpr int kStep = 16;
@@ -68,7 +75,7 @@ struct ElemF16 {
   static __m512 madd(__m512 acc, V w, V a) { return _mm512_fmadd_ps(w, a, acc); }
 };
 
-struct ElemBF16 {
+struct ElemBF16 : Acc16 {
   using Block = uint16_t;
   using V = __m512i;  // 32 raw bf16
   static constexpr int kStep = 32;
@@ -79,77 +86,8 @@ struct ElemBF16 {
   }
 };
 
-template <class E, int Rows, int Cols, int RowsDecode>
-struct MkFloat {
-  static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
-
-  // acc[r][c] += w[r][k..k+step) . a[c][k..k+step)
-  template <int R, int C, bool Tail>
-  static void step(const typename E::Block* const* w, const typename E::Block* const* a,
-                   int64_t k, int64_t m, __m512 (&acc)[R][C]) {
-    typename E::V wv[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wv[r] = Tail ? E::load_tail(w[r] + k, m) : E::load(w[r] + k);
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const typename E::V av = Tail ? E::load_tail(a[c] + k, m) : E::load(a[c] + k);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r][c] = E::madd(acc[r][c], wv[r], av);
-    }
-  }
-
-  // Four accumulator sets per output, whatever the tile (issue 15: a row computed in a tile
-  // of several gives the bits of the row alone): set u takes the steps u, u + 4, u + 8, ...
-  // of the main part, set 0 also the rest; then ((s0 + s1) + s2) + s3. Small tiles
-  // (decode: 1 x 1) interleave the four chains; large ones make one pass per set over each
-  // chunk of k, so that they need one accumulator per output in registers.
-  template <int R, int C>
-  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
-    using B = typename E::Block;
-    constexpr int U = 4;
-    constexpr int64_t S = E::kStep;
-    const B* w[R];
-    const B* a[C];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
-    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const B*>(ap[c]);
-    __m512 acc[U][R][C];
-#pragma GCC unroll 8
-    for (int u = 0; u < U; ++u)
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm512_setzero_ps();
-    const int64_t main_end = n / (U * S) * (U * S);
-    if constexpr (U * R * C <= 16) {
-      for (int64_t k = 0; k < main_end; k += U * S)
-#pragma GCC unroll 4
-        for (int u = 0; u < U; ++u) step<R, C, false>(w, a, k + u * S, 0, acc[u]);
-    } else {  // chunks of 16 steps per set, which stay in L1 / L2 over the four passes
-      constexpr int64_t kChunk = 16 * U * S;
-      for (int64_t k0 = 0; k0 < main_end; k0 += kChunk) {
-        const int64_t k1 = k0 + kChunk < main_end ? k0 + kChunk : main_end;
-#pragma GCC unroll 1
-        for (int u = 0; u < U; ++u) {
-          __m512 cur[R][C];
-          for (int r = 0; r < R; ++r)
-            for (int c = 0; c < C; ++c) cur[r][c] = acc[u][r][c];
-          for (int64_t k = k0 + u * S; k < k1; k += U * S) step<R, C, false>(w, a, k, 0, cur);
-          for (int r = 0; r < R; ++r)
-            for (int c = 0; c < C; ++c) acc[u][r][c] = cur[r][c];
-        }
-      }
-    }
-    int64_t k = main_end;
-    for (; k + S <= n; k += S) step<R, C, false>(w, a, k, 0, acc[0]);
-    if (k < n) step<R, C, true>(w, a, k, n - k, acc[0]);
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) {
-        __m512 s = acc[0][r][c];
-        for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, acc[u][r][c]);
-        out[r * C + c] = _mm512_reduce_add_ps(s);
-      }
-  }
-};
+template <class E, int Rows, int Cols>
+using MkFloat = floatmk::MkFloat<E, Rows, Cols>;
 
 // ---------------- Q8_0: VNNI GEMM over packed tiles ----------------
 
@@ -347,7 +285,7 @@ void quantize_act_bf16(const float* x, void* out, int64_t n) {
 // activation quantiser Q.
 template <class E, void (*Q)(const float*, void*, int64_t)>
 struct FloatSimd {
-  using Mk = MkFloat<E, 4, 4, 1>;
+  using Mk = MkFloat<E, 4, 4>;
   static void quantize(const float* x, void* y, int64_t n) { Q(x, y, n); }
 };
 void copy_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
