@@ -68,6 +68,10 @@ void register_inspect(CLI::App& app) {
                     static_cast<long long>(h.ssm_conv_kernel), static_cast<long long>(h.ssm_state),
                     static_cast<long long>(h.ssm_k_heads), static_cast<long long>(h.ssm_v_heads),
                     static_cast<long long>(h.n_layer_nextn));
+      if (h.n_expert > 0)
+        std::printf("  experts %lld per layer, %lld routed per token (FF %lld), shared expert FF %lld\n",
+                    static_cast<long long>(h.n_expert), static_cast<long long>(h.n_expert_used),
+                    static_cast<long long>(h.n_ff_exp), static_cast<long long>(h.n_ff_shexp));
       std::printf("  parameters %.3f M, weight bytes %.2f MiB, bytes read per decoded token %.2f MiB\n",
                   static_cast<double>(h.n_params) / 1e6, static_cast<double>(h.weight_bytes) / (1 << 20),
                   static_cast<double>(h.bytes_per_token) / (1 << 20));

@@ -100,6 +100,14 @@ class Backend {
   virtual void download(const Tensor& src, void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
 
+  // ---- execution mode ----
+  // Row-exact mode (on by default): every op computes each row of a call of up to the
+  // backend's verify size (CPU: CpuOptions::exact_rows) with the same bits as a one-row call
+  // would, so that decode and speculative verify agree bit for bit. Off (prompt prefill):
+  // multi-row calls may use multi-row kernels with another summation order (as llama.cpp's
+  // batched path does). The model sets it per forward from ForwardOptions::row_exact.
+  virtual void set_row_exact(bool on) {}
+
   // ---- ops ----  (shapes: x [n, k] means n rows of k floats)
   // Per-token inputs are I32 device tensors [n, 1] (one value per row): `ids` (token ids)
   // and `pos` (positions). No op allocates or waits for the device; `download` is the only
@@ -164,6 +172,28 @@ class Backend {
   virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                 const Tensor& beta, const Tensor& state, float scale,
                                 const Tensor& out, const Tensor& snapshots) = 0;
+
+  // ---- ops of mixture-of-experts FFNs (llama.cpp build_moe_ffn, softmax gating) ----
+  // Router: p = softmax(logits[r]) over the E experts; ids[r] = the k = ids.cols experts of
+  // largest p in decreasing order (the lower index first on equal p); weights[r][j] =
+  // p[ids[r][j]], divided by their sum (clamped below at 2^-14) when `normalize`, then
+  // multiplied by `scale` unless scale is 0 or 1.
+  // logits [n, E] f32, ids [n, k] i32, weights [n, k] f32 (k <= E).
+  virtual void moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids,
+                         const Tensor& weights) = 0;
+  // Grouped product over the experts of a batch: W holds n_expert matrices [m, cols] one after
+  // another (W.rows = n_expert * m; GGUF ffn_*_exps ne = {cols, m, n_expert}). For row r and
+  // slot j (k = ids.cols slots):  y[r * k + j] = W[ids[r][j]] . x[r]      (x [n, cols])
+  //                           or  y[r * k + j] = W[ids[r][j]] . x[r * k + j]  (x [n * k, cols])
+  // y [n * k, m]. Each expert's weights are read once for all the rows routed to it, and each
+  // result equals the dense matmul of that expert and row.
+  virtual void matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                         const Tensor& y) = 0;
+  // out[r] = sum_j weights[r][j] * experts[r * k + j] (added in slot order, as ggml's chain of
+  // adds) [+ shared[r] * gate[r][0]]: experts [n * k, d], weights [n, k], out [n, d]; shared
+  // [n, d] and gate [n, 1] (the shared expert and its sigmoid gate) are optional (data null).
+  virtual void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared,
+                           const Tensor& gate, const Tensor& out) = 0;
 };
 
 }  // namespace df

@@ -10,7 +10,8 @@ std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend) {
   const std::string arch = file.get_string("general.architecture");
   if (arch == "qwen3") return make_qwen3(file, backend);
   if (arch == "qwen35") return make_qwen35(file, backend);
-  throw Error("unsupported model architecture '" + arch + "' (supported: qwen3, qwen35)");
+  if (arch == "qwen35moe") return make_qwen35moe(file, backend);
+  throw Error("unsupported model architecture '" + arch + "' (supported: qwen3, qwen35, qwen35moe)");
 }
 
 }  // namespace df

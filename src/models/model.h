@@ -39,6 +39,11 @@ struct ModelInfo {
   int64_t ssm_state = 0;           // head size of the delta rule (state is ssm_state^2 per head)
   int64_t ssm_k_heads = 0;
   int64_t ssm_v_heads = 0;
+  // Mixture-of-experts FFNs (qwen35moe).
+  int64_t n_expert = 0;            // routed experts per layer (0: dense MLP)
+  int64_t n_expert_used = 0;       // experts each token is routed to
+  int64_t n_ff_exp = 0;            // FF length of one expert
+  int64_t n_ff_shexp = 0;          // FF length of the shared expert
   uint64_t weight_bytes = 0;       // bytes of all weights
   uint64_t bytes_per_token = 0;    // weight bytes read by one decode step
   uint64_t n_params = 0;
@@ -84,6 +89,10 @@ struct ForwardOptions {
   // Recurrent layers keep the state after each row of each sequence in the state's slots
   // (a sequence may then have at most StateOptions::max_snapshots rows); see accept().
   bool snapshots = false;
+  // Row-exact kernels (Backend::set_row_exact): each row gets the bits a one-row forward
+  // gives it (decode, speculative verify). false: prompt prefill, where multi-row kernels in
+  // llama.cpp's batched summation order may be used.
+  bool row_exact = true;
 };
 
 // Device tensors, valid until the next forward on this model (they live in the model's
@@ -105,7 +114,8 @@ class StateCheckpoint {
   uint64_t bytes = 0;  // memory the copy holds
 };
 
-// Per-sequence model state: KV caches, recurrent state, snapshot slots. Opaque to callers.
+// Per-sequence model state: KV caches, recurrent state, snapshot slots. Opaque to callers; it
+// must not outlive the model that made it.
 class ModelState {
  public:
   virtual ~ModelState() = default;

@@ -14,6 +14,7 @@
 //   out = attn_output . (attention * sigmoid(gate))
 // MTP layers (blk.N.nextn.*, N >= block_count - nextn_predict_layers): the head of
 // qwen35_mtp.cpp (Model::mtp()).
+// The DeltaNet mixer lives in qwen35_deltanet.cpp (shared with qwen35moe.cpp).
 // References read: llama.cpp src/models/qwen35.cpp, delta-net-base.cpp, conversion/qwen.py.
 #include <cmath>
 #include <string>
@@ -37,9 +38,7 @@ using qwen35::State;
 // Activations, [B rows] each (the workspace's row count).
 struct Scratch {
   Tensor x, xn;              // [B, dim] residual stream; normed input / mixer output
-  Tensor qkv, conv_out;      // [B, conv_dim] projection, convolved + SiLU
-  Tensor z, o;               // [B, Hv*S] output gate, delta-rule output
-  Tensor beta, g;            // [B, Hv] write strength, log decay
+  qwen35::DeltaNetScratch dn;  // Gated DeltaNet: qkv, conv_out, z, o, beta, g
   blocks::AttnScratch attn;  // gated attention: qg, q, gate, k, v, att
   Tensor ffn_gate, ffn_up;   // [B, n_ff]
 };
@@ -48,6 +47,7 @@ class Qwen35 final : public Model {
  public:
   Qwen35(const gguf::File& f, Backend& b) : Model(b), hp_(qwen35::read_hparams(f)), ws_(b) {
     ModelInfo& m = hp_.info;
+    if (hp_.moe) throw Error("qwen35: a qwen35moe file (load it with make_qwen35moe)");
     shape_ = blocks::attn_shape(m, hp_.sections);
     WeightLoader w(f, b);
     tok_embd_ = w.get("token_embd.weight", m.n_embd, m.n_vocab);
@@ -61,7 +61,7 @@ class Qwen35 final : public Model {
       m.weight_bytes += mtp_->weight_bytes();
     }
     WeightLoader extra(f, b);
-    for (int64_t l = m.n_layer + 1; l < hp_.n_layer_all; ++l) check_mtp_layer(extra, l);
+    for (int64_t l = m.n_layer + 1; l < hp_.n_layer_all; ++l) qwen35::check_mtp_layer(extra, hp_, l);
     m.weight_bytes += extra.bytes_loaded();
     for (const auto& t : f.tensors()) m.n_params += static_cast<uint64_t>(t.n_elements());
   }
@@ -81,6 +81,7 @@ class Qwen35 final : public Model {
                          const ForwardOptions& opt) override {
     const ModelInfo& m = hp_.info;
     Backend& b = backend();
+    b.set_row_exact(opt.row_exact);
     const blocks::BatchInputs in = ws_.upload(batch, states, m.n_vocab, opt);
     std::vector<State*> st;
     for (const blocks::Segment& g : in.segments) st.push_back(static_cast<State*>(states[static_cast<size_t>(g.seq)]));
@@ -94,7 +95,7 @@ class Qwen35 final : public Model {
     for (const Layer& L : layers_) {
       b.rms_norm(x, L.attn_norm, m.rms_eps, xn);                // xn [n, dim]
       if (L.recurrent) {
-        delta_net(L, in, st, i_rec++, opt.snapshots, xn);       // xn <- mixer(xn)
+        qwen35::delta_net(b, hp_, L.dn, s_.dn, in, st, i_rec++, opt.snapshots, xn);  // xn <- mixer(xn)
       } else {
         for (size_t i = 0; i < st.size(); ++i) caches[i] = &st[i]->kv_cache[i_att];
         ++i_att;
@@ -112,76 +113,13 @@ class Qwen35 final : public Model {
  private:
   void make_scratch() {
     const ModelInfo& m = hp_.info;
-    const int64_t S = m.ssm_state, Hv = m.ssm_v_heads;
     s_ = Scratch{};
     s_.x = ws_.make(m.n_embd);
     s_.xn = ws_.make(m.n_embd);
-    if (m.n_layer_recurrent > 0) {
-      s_.qkv = ws_.make(hp_.conv_dim);
-      s_.conv_out = ws_.make(hp_.conv_dim);
-      s_.z = ws_.make(Hv * S);
-      s_.o = ws_.make(Hv * S);
-      s_.beta = ws_.make(Hv);
-      s_.g = ws_.make(Hv);
-    }
+    s_.dn = qwen35::make_delta_net_scratch(ws_, hp_);
     if (m.n_layer_recurrent < m.n_layer) s_.attn = blocks::make_attn_scratch(ws_, m, true);
     s_.ffn_gate = ws_.make(m.n_ff);
     s_.ffn_up = ws_.make(m.n_ff);
-  }
-
-  // Gated DeltaNet mixer: xn [n, dim] (normed input) -> xn [n, dim]. Projections and
-  // elementwise ops run over all rows; the convolution and the delta rule per sequence, on
-  // that sequence's state i (and its snapshot slots when asked).
-  void delta_net(const Layer& L, const blocks::BatchInputs& in, const std::vector<State*>& st, size_t i,
-                 bool snapshots, const Tensor& xn) {
-    const ModelInfo& m = hp_.info;
-    const qwen35::DeltaNetWeights& W = L.dn;
-    Backend& b = backend();
-    const int64_t n = in.n, S = m.ssm_state, kd = m.ssm_k_heads * S, vd = m.ssm_v_heads * S;
-    const Tensor qkv = s_.qkv.slice_rows(0, n), conv = s_.conv_out.slice_rows(0, n);
-    const Tensor z = s_.z.slice_rows(0, n), o = s_.o.slice_rows(0, n);
-    const Tensor beta = s_.beta.slice_rows(0, n), g = s_.g.slice_rows(0, n);
-    b.matmul(W.wqkv, xn, qkv);                                  // qkv [n, conv_dim]
-    b.matmul(W.wgate, xn, z);                                   // z [n, Hv*S]
-    b.matmul(W.ssm_beta, xn, beta);                             // beta [n, Hv]
-    b.unary(UnaryOp::SIGMOID, beta, beta);
-    b.matmul(W.ssm_alpha, xn, g);                               // g [n, Hv]
-    b.softplus_scale(g, W.dt_bias, W.ssm_a, g);                 // log decay (<= 0)
-    for (size_t s = 0; s < st.size(); ++s) {                    // conv [n, conv_dim], per sequence
-      const blocks::Segment& seg = in.segments[s];
-      b.ssm_conv(blocks::BatchInputs::rows_of(qkv, seg), st[s]->live.conv[i], W.conv1d,
-                 blocks::BatchInputs::rows_of(conv, seg), snapshots ? st[s]->snap.conv[i] : Tensor{});
-    }
-    b.unary(UnaryOp::SILU, conv, conv);
-    const Tensor q = conv.slice_cols(0, kd);                    // q [n, Hk*S]
-    const Tensor k = conv.slice_cols(kd, kd);                   // k [n, Hk*S]
-    const Tensor v = conv.slice_cols(2 * kd, vd);               // v [n, Hv*S]
-    b.l2_norm(q, S, m.rms_eps, q);
-    b.l2_norm(k, S, m.rms_eps, k);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(S));
-    for (size_t s = 0; s < st.size(); ++s) {                    // o [n, Hv*S], per sequence
-      const blocks::Segment& seg = in.segments[s];
-      auto rows = [&](const Tensor& t) { return blocks::BatchInputs::rows_of(t, seg); };
-      b.gated_delta_rule(rows(q), rows(k), rows(v), rows(g), rows(beta), st[s]->live.ssm[i], scale, rows(o),
-                         snapshots ? st[s]->snap.ssm[i] : Tensor{});
-    }
-    b.rms_norm(o.reshape(S), W.ssm_norm, m.rms_eps, o.reshape(S));  // per value head
-    b.swiglu(z, o, o);                                          // o = silu(z) * o
-    b.matmul(W.ssm_out, o, xn);                                 // xn [n, dim]
-  }
-
-  // A further MTP block (past the first, which is the head): a full-attention decoder block
-  // plus the nextn projections (llama.cpp load_block_mtp), checked for presence and shapes.
-  void check_mtp_layer(WeightLoader& w, int64_t l) const {
-    const ModelInfo& m = hp_.info;
-    const std::string p = "blk." + std::to_string(l) + ".";
-    qwen35::load_layer(w, hp_, l, false);
-    w.get(p + "nextn.eh_proj.weight", 2 * m.n_embd, m.n_embd);  // [dim, 2 * dim]
-    w.get_f32(p + "nextn.enorm.weight", m.n_embd);
-    w.get_f32(p + "nextn.hnorm.weight", m.n_embd);
-    if (w.has(p + "nextn.embed_tokens.weight")) w.get(p + "nextn.embed_tokens.weight", m.n_embd, m.n_vocab);
-    if (w.has(p + "nextn.shared_head_head.weight")) w.get(p + "nextn.shared_head_head.weight", m.n_embd, m.n_vocab);
-    if (w.has(p + "nextn.shared_head_norm.weight")) w.get_f32(p + "nextn.shared_head_norm.weight", m.n_embd);
   }
 
   Hparams hp_;

@@ -9,10 +9,12 @@
 namespace df::qwen35 {
 
 Hparams read_hparams(const gguf::File& f) {
-  const blocks::KeyReader k(f, "qwen35");
+  const std::string arch = f.get_string("general.architecture");
+  if (arch != "qwen35" && arch != "qwen35moe") throw Error("qwen35: unexpected architecture '" + arch + "'");
+  const blocks::KeyReader k(f, arch);
   Hparams hp;
   ModelInfo& m = hp.info;
-  m.arch = "qwen35";
+  m.arch = arch;
   hp.n_layer_all = k.u("block_count");
   m.n_layer_nextn = k.u_or("nextn_predict_layers", 0);
   m.n_layer = hp.n_layer_all - m.n_layer_nextn;
@@ -61,6 +63,14 @@ Hparams read_hparams(const gguf::File& f) {
   }
   for (bool r : hp.recurrent) m.n_layer_recurrent += r ? 1 : 0;
   blocks::read_vocab(f, m);
+  hp.moe = arch == "qwen35moe";
+  if (hp.moe) {  // llama.cpp qwen35moe: softmax gating, weights renormalised
+    hp.moe_shape = read_moe_shape(f, m);
+    m.n_expert = hp.moe_shape.n_expert;
+    m.n_expert_used = hp.moe_shape.n_used;
+    m.n_ff_exp = hp.moe_shape.n_ff_exp;
+    m.n_ff_shexp = hp.moe_shape.n_ff_shexp;
+  }
   return hp;
 }
 
@@ -83,7 +93,11 @@ Layer load_layer(WeightLoader& w, const Hparams& hp, int64_t l, bool recurrent) 
   L.recurrent = recurrent;
   L.attn_norm = w.get_f32(p + "attn_norm.weight", m.n_embd);
   L.post_norm = w.get_f32(p + "post_attention_norm.weight", m.n_embd);
-  L.ffn = blocks::load_ffn(w, p, m);
+  if (hp.moe) {
+    L.moe = load_moe_ffn(w, p, hp.moe_shape);
+  } else {
+    L.ffn = blocks::load_ffn(w, p, m);
+  }
   if (!recurrent) {
     L.attn = blocks::load_attention(w, p, m, /*gated=*/true);
     return L;
@@ -100,6 +114,18 @@ Layer load_layer(WeightLoader& w, const Hparams& hp, int64_t l, bool recurrent) 
   d.ssm_norm = w.get_f32(p + "ssm_norm.weight", S);
   d.ssm_out = w.get(p + "ssm_out.weight", vd, dim);
   return L;
+}
+
+void check_mtp_layer(WeightLoader& w, const Hparams& hp, int64_t l) {
+  const ModelInfo& m = hp.info;
+  const std::string p = "blk." + std::to_string(l) + ".";
+  load_layer(w, hp, l, false);
+  w.get(p + "nextn.eh_proj.weight", 2 * m.n_embd, m.n_embd);  // [dim, 2 * dim]
+  w.get_f32(p + "nextn.enorm.weight", m.n_embd);
+  w.get_f32(p + "nextn.hnorm.weight", m.n_embd);
+  if (w.has(p + "nextn.embed_tokens.weight")) w.get(p + "nextn.embed_tokens.weight", m.n_embd, m.n_vocab);
+  if (w.has(p + "nextn.shared_head_head.weight")) w.get(p + "nextn.shared_head_head.weight", m.n_embd, m.n_vocab);
+  if (w.has(p + "nextn.shared_head_norm.weight")) w.get_f32(p + "nextn.shared_head_norm.weight", m.n_embd);
 }
 
 }  // namespace df::qwen35

@@ -2,7 +2,7 @@
 //   e = enorm(embed(x_p));  h = hnorm(hidden_prev)       (hidden_prev: trunk's h_{p-1}, after output_norm)
 //   x = eh_proj . [e ; h]                                 (concat along features, e first)
 //   x += gated_attention(attn_norm(x))                    (the block's own KV cache, IMROPE)
-//   x += SwiGLU(post_attention_norm(x))
+//   x += SwiGLU(post_attention_norm(x))                  (qwen35moe: the MoE FFN, graph_mtp of qwen35moe.cpp)
 //   logits = head(shared_head_norm(x))                    (nextn.shared_head_head, else the trunk's output)
 // The block is blk.<n_layer>: only the first nextn layer is run (llama.cpp supports one).
 #include <string>
@@ -22,7 +22,7 @@ class MtpState final : public ModelState {
   }
   int64_t n_ctx() const override { return opt_.n_ctx; }
   int64_t max_chunk() const override { return opt_.max_chunk; }
-  int64_t max_snapshots() const override { return opt_.max_chunk; }  // nothing to snapshot
+  int64_t max_snapshots() const override { return opt_.max_snapshots; }
   uint64_t cache_bytes() const override { return cache.nbytes(); }
   bool rewindable() const override { return true; }
   int64_t position() const override { return pos; }
@@ -78,8 +78,13 @@ std::unique_ptr<ModelState> Mtp::new_state(const StateOptions& opt) {
     e_ = ws_.make(m.n_embd);
     cat_ = ws_.make(2 * m.n_embd);
     attn_ = blocks::make_attn_scratch(ws_, m, true);
-    gate_ = ws_.make(m.n_ff);
-    up_ = ws_.make(m.n_ff);
+    if (hp_.moe) {
+      moe_ = make_moe_scratch(hp_.moe_shape, [&](int64_t cols, GgmlType t) { return ws_.make(cols, t); });
+      ffn_out_ = ws_.make(m.n_embd);
+    } else {
+      gate_ = ws_.make(m.n_ff);
+      up_ = ws_.make(m.n_ff);
+    }
   }
   return std::make_unique<MtpState>(b_, hp_.info, opt);
 }
@@ -89,6 +94,7 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
   auto* st = dynamic_cast<MtpState*>(&state);
   if (!st) throw Error("mtp forward: the state was not made by this MTP head");
   ModelState* states[1] = {st};
+  b_.set_row_exact(opt.row_exact);
   const blocks::BatchInputs in = ws_.upload(batch, states, m.n_vocab, ForwardOptions{});
   const int64_t n = in.n, dim = m.n_embd;
   if (hidden_prev.type != GgmlType::F32 || hidden_prev.cols != dim || hidden_prev.rows != n)
@@ -104,8 +110,14 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
   blocks::attention(b_, block_.attn, shape_, attn_, in, caches, xn);
   b_.add(x, xn);                                                // residual
   b_.rms_norm(x, block_.post_norm, m.rms_eps, xn);
-  blocks::swiglu_ffn(b_, block_.ffn, xn, gate_.slice_rows(0, n), up_.slice_rows(0, n), xn);
-  b_.add(x, xn);
+  if (hp_.moe) {
+    const Tensor ffn = ffn_out_.slice_rows(0, n);
+    moe_ffn(b_, hp_.moe_shape, block_.moe, moe_, xn, ffn);       // ffn [n, dim]
+    b_.add(x, ffn);
+  } else {
+    blocks::swiglu_ffn(b_, block_.ffn, xn, gate_.slice_rows(0, n), up_.slice_rows(0, n), xn);
+    b_.add(x, xn);
+  }
   st->last_pos0 = in.segments[0].pos0;
   st->last_n = n;
   st->pos = st->last_pos0 + n;

@@ -21,7 +21,7 @@ class Mtp final : public MtpHead {
  private:
   Backend& b_;
   const Hparams& hp_;
-  Layer block_;             // the decoder block (gated attention + SwiGLU)
+  Layer block_;             // the decoder block (gated attention + SwiGLU, or the MoE FFN of qwen35moe)
   Tensor eh_proj_;          // [dim, 2 * dim]
   Tensor enorm_, hnorm_;    // [dim] f32
   Tensor embed_;            // [n_vocab, dim] (the trunk's token_embd unless the layer has its own)
@@ -32,7 +32,9 @@ class Mtp final : public MtpHead {
   Tensor x_, xn_, e_;       // [B, dim]
   Tensor cat_;              // [B, 2 * dim]
   blocks::AttnScratch attn_;
-  Tensor gate_, up_;        // [B, n_ff]
+  Tensor gate_, up_;        // [B, n_ff] (SwiGLU)
+  MoeScratch moe_;          // qwen35moe: the MoE FFN's activations
+  Tensor ffn_out_;          // [B, dim] qwen35moe: MoE FFN output
 };
 
 }  // namespace df::qwen35

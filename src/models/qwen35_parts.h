@@ -1,6 +1,7 @@
-// Qwen3.5 hybrid model parts shared by the trunk recipe (qwen35.cpp), its state
-// (qwen35_state.cpp) and the MTP head (qwen35_mtp.cpp): hyperparameters, layer weights, the
-// per-sequence state with its snapshot slots and checkpoint pool.
+// Qwen3.5 hybrid model parts shared by the trunk recipes (qwen35.cpp, qwen35moe.cpp), their
+// state (qwen35_state.cpp) and the MTP head (qwen35_mtp.cpp): hyperparameters, layer weights,
+// the Gated DeltaNet mixer (qwen35_deltanet.cpp), the per-sequence state with its snapshot
+// slots and checkpoint pool.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "models/blocks.h"
 #include "models/model.h"
+#include "models/moe_ffn.h"
 
 namespace df::qwen35 {
 
@@ -17,7 +19,10 @@ struct Hparams {
   std::vector<bool> recurrent;    // per trunk layer: Gated DeltaNet (true) or attention
   int64_t conv_dim = 0;           // 2 * Hk * S + Hv * S: channels of the convolution
   int32_t sections[4] = {0, 0, 0, 0};  // rope.dimension_sections (IMROPE); all 0: plain NeoX
+  bool moe = false;               // qwen35moe: a MoE FFN in every layer (MTP layers too)
+  MoeShape moe_shape;
 };
+// The keys of general.architecture "qwen35" or "qwen35moe" (which adds the expert keys).
 Hparams read_hparams(const gguf::File& f);
 
 // Gated DeltaNet mixer weights.
@@ -39,10 +44,15 @@ struct Layer {
   Tensor post_norm;            // [dim] f32 (post_attention_norm: the MLP's input norm)
   DeltaNetWeights dn;          // recurrent layers
   blocks::AttnWeights attn;    // gated attention layers (and the MTP block)
-  blocks::FfnWeights ffn;      // SwiGLU
+  blocks::FfnWeights ffn;      // SwiGLU (qwen35)
+  MoeFfn moe;                  // routed experts + shared expert (qwen35moe)
 };
-// Norms and MLP of block `l` plus its mixer (DeltaNet when recurrent, else gated attention).
+// Norms and MLP (MoE FFN for qwen35moe) of block `l` plus its mixer (DeltaNet when recurrent,
+// else gated attention).
 Layer load_layer(WeightLoader& w, const Hparams& hp, int64_t l, bool recurrent);
+// An MTP block (llama.cpp load_block_mtp): a full-attention decoder block plus the nextn
+// projections, checked for presence and shapes.
+void check_mtp_layer(WeightLoader& w, const Hparams& hp, int64_t l);
 
 // The recurrent and conv states of every DeltaNet layer (one set: the live state, a
 // checkpoint, or the snapshot slots).
@@ -84,10 +94,26 @@ class State final : public ModelState {
   const Hparams& hp_;
   StateOptions opt_;
   uint64_t cache_bytes_ = 0;
-  std::vector<uint8_t> zeros_;     // host zeros for a reset
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+  Tensor zero_conv_, zero_ssm_;    // zeros shaped as one layer's conv / delta-rule state: a reset
+                                   // is a device copy, no host data
   std::vector<std::shared_ptr<RecurrentSet>> pool_;  // preallocated checkpoint buffers
   int64_t last_pos0_ = 0, last_n_ = 0;
   bool last_snapshots_ = false;
 };
+
+// Activations of the Gated DeltaNet mixer, [B rows] each (the workspace's row count).
+struct DeltaNetScratch {
+  Tensor qkv, conv_out;      // [B, conv_dim] projection, convolved + SiLU
+  Tensor z, o;               // [B, Hv*S] output gate, delta-rule output
+  Tensor beta, g;            // [B, Hv] write strength, log decay
+};
+DeltaNetScratch make_delta_net_scratch(blocks::Workspace& ws, const Hparams& hp);
+// Gated DeltaNet mixer: xn [n, dim] (normed input) -> xn [n, dim]. Projections and
+// elementwise ops run over all rows; the convolution and the delta rule per sequence, on
+// that sequence's state st[s] (DeltaNet layer i; its snapshot slots when asked).
+void delta_net(Backend& b, const Hparams& hp, const DeltaNetWeights& W, const DeltaNetScratch& t,
+               const blocks::BatchInputs& in, const std::vector<State*>& st, size_t i, bool snapshots,
+               const Tensor& xn);
 
 }  // namespace df::qwen35

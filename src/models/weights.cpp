@@ -21,9 +21,16 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 bool WeightLoader::has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
 Tensor WeightLoader::get(const std::string& name, int64_t cols, int64_t rows) {
+  return get_dims(name, rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows}, cols, rows);
+}
+
+Tensor WeightLoader::get_stack(const std::string& name, int64_t cols, int64_t rows, int64_t n) {
+  return get_dims(name, {cols, rows, n}, cols, rows * n);
+}
+
+Tensor WeightLoader::get_dims(const std::string& name, const std::vector<int64_t>& want, int64_t cols, int64_t rows) {
   const gguf::TensorInfo* t = file_.find_tensor(name);
   if (!t) throw Error("missing required tensor '" + name + "'");
-  const std::vector<int64_t> want = rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
   std::vector<int64_t> have = t->ne;
   while (have.size() > want.size() && have.back() == 1) have.pop_back();
   if (have != want)

@@ -19,10 +19,15 @@ class WeightLoader {
   // is missing or its shape differs ("tensor 'x' has shape [a, b], expected [c, d]").
   Tensor get(const std::string& name, int64_t cols, int64_t rows = 1);
   Tensor get_f32(const std::string& name, int64_t cols);  // 1-D, must be F32
+  // A stack of n matrices with dims {cols, rows, n} (MoE experts, ffn_*_exps), as one tensor
+  // of n * rows rows: matrix e is rows [e * rows, (e + 1) * rows).
+  Tensor get_stack(const std::string& name, int64_t cols, int64_t rows, int64_t n);
   bool has(const std::string& name) const;
   uint64_t bytes_loaded() const { return bytes_; }
 
  private:
+  // The tensor `name` with dims `want`, seen as a [rows, cols] matrix.
+  Tensor get_dims(const std::string& name, const std::vector<int64_t>& want, int64_t cols, int64_t rows);
   const gguf::File& file_;
   Backend& backend_;
   uint64_t bytes_ = 0;

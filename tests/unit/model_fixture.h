@@ -40,6 +40,10 @@ inline std::string default_model() { return std::string(DF_SOURCE_DIR) + "/model
 inline const char* kQwen35Args =
     "--arch qwen35 --layers 4 --dim 128 --ff 256 --heads 2 --kv-heads 1 --head-dim 64 --ssm-state 32 "
     "--ssm-k-heads 1 --ssm-v-heads 2 --untied --type f32 --seed 31";
+inline const char* kQwen35MoeArgs =
+    "--arch qwen35moe --layers 4 --dim 128 --ff 256 --heads 2 --kv-heads 1 --head-dim 64 --ssm-state 32 "
+    "--ssm-k-heads 1 --ssm-v-heads 2 --experts 8 --experts-used 3 --expert-ff 64 --shexp-ff 128 --untied "
+    "--type f32 --seed 31";
 inline const char* kQwen3Args = "--layers 2 --dim 128 --ff 256 --heads 4 --kv-heads 2 --type f32 --seed 7";
 
 }  // namespace df::modeltest

@@ -2,11 +2,13 @@
 // through the Backend interface only (backend_op_harness.h). Budgets are ggml
 // test-backend-ops' defaults: NMSE 1e-7 for elementwise, norm, rope and recurrent ops, 5e-4
 // for matrix products and attention (other summation orders and SIMD exp), and the same bits
-// for data movement (get_rows, copy, kv_store through attention of one key) and argmax.
+// for data movement (get_rows, copy, kv_store through attention of one key), argmax and the
+// MoE router's choice of experts.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend_op_harness.h"
@@ -100,6 +102,49 @@ std::vector<OpCase> make_cases() {
                        }});
     }
   }
+  // ---- mixture of experts: router (ids the same, weights elementwise), grouped expert
+  //      products (decode, verify and prefill row counts; x shared or one row per slot), combine ----
+  for (const auto& [E, k] : {std::pair<int64_t, int64_t>{8, 2}, {256, 8}}) {
+    auto route = [E, k](Backend& b, DeviceData& d, bool want_ids) {
+      const int64_t n = 9;
+      const Tensor logits = d.f32(randn(static_cast<size_t>(n * E), 40, 2.0f), E);
+      const Tensor ids = d.zeros(k, n, GgmlType::I32), w = d.zeros(k, n);
+      b.moe_route(logits, true, 0.0f, ids, w);
+      return want_ids ? d.read_i32(ids.reshape(1)) : d.read(w);
+    };
+    const std::string tag = "_E" + std::to_string(E) + "_k" + std::to_string(k);
+    cases.push_back({"moe_route_ids" + tag, 0.0, [route](Backend& b, DeviceData& d) { return route(b, d, true); }});
+    cases.push_back({"moe_route_weights" + tag, kElem, [route](Backend& b, DeviceData& d) { return route(b, d, false); }});
+  }
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (int64_t n : {1, 5, 33}) {
+      for (const bool per_slot : {false, true}) {
+        cases.push_back({"matmul_id_" + std::string(type_name(t)) + "_n" + std::to_string(n) + (per_slot ? "_slots" : ""),
+                         kMatmul, [t, n, per_slot](Backend& b, DeviceData& d) {
+                           const int64_t E = 6, m = 40, cols = 256, k = 3;
+                           const Tensor W = d.weight(t, randn(static_cast<size_t>(E * m * cols), 41, 0.1f), cols);
+                           std::vector<int32_t> ids;
+                           for (int64_t r = 0; r < n; ++r)
+                             for (int64_t j = 0; j < k; ++j) ids.push_back(static_cast<int32_t>((r * 5 + j * 2 + r / 3) % E));
+                           const Tensor x = d.f32(randn(static_cast<size_t>((per_slot ? n * k : n) * cols), 42), cols);
+                           const Tensor y = d.zeros(m, n * k);
+                           b.matmul_id(W, E, x, d.i32(ids).reshape(k), y);
+                           return d.read(y);
+                         }});
+      }
+    }
+  }
+  cases.push_back({"moe_combine_shared", kElem, [](Backend& b, DeviceData& d) {
+                     const int64_t n = 5, k = 4, dim = 96;
+                     const Tensor e = d.f32(randn(static_cast<size_t>(n * k * dim), 43), dim), w = d.f32(randn(n * k, 44), k);
+                     const Tensor sh = d.f32(randn(static_cast<size_t>(n * dim), 45), dim), g = d.f32(randn(n, 46), 1);
+                     const Tensor out = d.zeros(dim, n), plain = d.zeros(dim, n);
+                     b.moe_combine(e, w, sh, g, out);
+                     b.moe_combine(e, w, Tensor{}, Tensor{}, plain);
+                     auto o = d.read(out), p = d.read(plain);
+                     o.insert(o.end(), p.begin(), p.end());
+                     return o;
+                   }});
   // ---- rotary embedding: plain NeoX and IMROPE sections, positions of two sequences ----
   for (const std::vector<int64_t>& sec : {std::vector<int64_t>{0, 0, 0, 0}, {11, 11, 10, 0}, {8, 8, 4, 4}, {3, 2, 1, 2}}) {
     cases.push_back({"rope_sections_" + std::to_string(sec[0]) + "_" + std::to_string(sec[3]), kElem,

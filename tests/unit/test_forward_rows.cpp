@@ -1,4 +1,5 @@
-// The forward interface on random qwen3 / qwen35 models and the default model, no llama.cpp:
+// The forward interface on random qwen3 / qwen35 / qwen35moe models and the default model, no
+// llama.cpp:
 //   - row-count independence: a row's logits are the same bits decoded alone or inside a
 //     forward of up to 8 rows (decode and verify sizes), and inside a batch of two sequences;
 //   - rollback without replay: append k+1 rows with snapshots, rewind to j of them, continue
@@ -69,6 +70,9 @@ void row_count_case(const std::string& path) {
 TEST(ForwardRows, RowCountIndependenceQwen3) { row_count_case(modeltest::make_model("rows_qwen3", modeltest::kQwen3Args)); }
 TEST(ForwardRows, RowCountIndependenceQwen35) { row_count_case(modeltest::make_model("rows_qwen35", modeltest::kQwen35Args)); }
 TEST(ForwardRows, RowCountIndependenceDefaultModel) { row_count_case(modeltest::default_model()); }
+TEST(ForwardRows, RowCountIndependenceQwen35Moe) {
+  row_count_case(modeltest::make_model("rows_qwen35moe", modeltest::kQwen35MoeArgs));
+}
 
 // Two sequences in one forward (the server's batching) give each sequence's rows the bits
 // they get alone.
@@ -113,6 +117,9 @@ void two_sequence_case(const std::string& path) {
 
 TEST(ForwardRows, TwoSequencesInOneBatchQwen3) { two_sequence_case(modeltest::make_model("rows_qwen3", modeltest::kQwen3Args)); }
 TEST(ForwardRows, TwoSequencesInOneBatchQwen35) { two_sequence_case(modeltest::make_model("rows_qwen35", modeltest::kQwen35Args)); }
+TEST(ForwardRows, TwoSequencesInOneBatchQwen35Moe) {
+  two_sequence_case(modeltest::make_model("rows_qwen35moe", modeltest::kQwen35MoeArgs));
+}
 
 // Verify k+1 rows with snapshots, accept j of them (rewind), continue; against decoding the
 // first j rows one by one and continuing.
@@ -146,6 +153,9 @@ void rollback_case(const std::string& path) {
 
 TEST(ForwardRows, RollbackWithoutReplayQwen35) { rollback_case(modeltest::make_model("rows_qwen35", modeltest::kQwen35Args)); }
 TEST(ForwardRows, RollbackWithoutReplayDefaultModel) { rollback_case(modeltest::default_model()); }
+TEST(ForwardRows, RollbackWithoutReplayQwen35Moe) {
+  rollback_case(modeltest::make_model("rows_qwen35moe", modeltest::kQwen35MoeArgs));
+}
 TEST(ForwardRows, RollbackQwen3Truncates) { rollback_case(modeltest::make_model("rows_qwen3", modeltest::kQwen3Args)); }
 
 // A rewind past the last append's rows on a hybrid model goes through a checkpoint (or

@@ -1,4 +1,4 @@
-// The qwen35 MTP head (Model::mtp()) fed as llama.cpp's draft-mtp feeds graph_mtp: MTP row p
+// The qwen35 / qwen35moe MTP head (Model::mtp()) fed as llama.cpp's draft-mtp feeds graph_mtp: MTP row p
 // carries token x_p at position p and the trunk's final hidden state h_{p-1} (zeros at p = 0),
 // and predicts x_{p+1}, the token after the one the trunk predicted at p-1.
 #include <gtest/gtest.h>
@@ -68,6 +68,29 @@ TEST(Mtp, RandomModelHeadRunsAndGivesFiniteLogits) {
             std::vector<float>(a.end() - e->info().n_vocab, a.end() - e->info().n_vocab + 10));
   auto plain = load(modeltest::make_model("rows_qwen35", modeltest::kQwen35Args));
   EXPECT_EQ(plain->model().mtp(), nullptr);
+}
+
+// The qwen35moe head (a gated-attention block with the MoE FFN): the same checks. Not compared
+// with llama.cpp (llama_ref has no MTP mode).
+TEST(Mtp, RandomMoeModelHeadRunsAndGivesFiniteLogits) {
+  auto e = load(modeltest::make_model("mtp_qwen35moe", std::string(modeltest::kQwen35MoeArgs) + " --mtp-layers 1"));
+  ASSERT_NE(e->model().mtp(), nullptr);
+  std::vector<Token> toks;
+  for (int i = 0; i < 20; ++i) toks.push_back(static_cast<Token>(1 + (i * 37) % 200));
+  const auto a = mtp_logits(*e, toks, 8), b = mtp_logits(*e, toks, 8);
+  ASSERT_EQ(a.size(), toks.size() * static_cast<size_t>(e->info().n_vocab));
+  for (float v : a) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(std::vector<float>(a.begin(), a.begin() + 10),
+            std::vector<float>(a.end() - e->info().n_vocab, a.end() - e->info().n_vocab + 10));
+  // chunking does not change the head's result beyond rounding
+  const auto c = mtp_logits(*e, toks, 3);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - c[i]) * (static_cast<double>(a[i]) - c[i]);
+    den += static_cast<double>(a[i]) * a[i];
+  }
+  EXPECT_LT(num / den, 1e-10);
 }
 
 // The shipped model's head on the held-out text: its top-1 for x_{p+1} beats chance (1/8192)

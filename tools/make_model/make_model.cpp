@@ -61,7 +61,30 @@ Shape preset(const std::string& name) {
     s.vocab = 151936, s.ctx = 40960, s.tied = true;
     return s;
   }
-  throw Error("unknown preset '" + name + "' (default | bench05b)");
+  if (name == "moe-small") {  // a small qwen35moe for tests and CPU benchmarks
+    s.layers = 8, s.dim = 512, s.ff = 1024, s.heads = 4, s.kv_heads = 2, s.head_dim = 128;
+    s.vocab = 8192, s.ctx = 8192;
+    return s;
+  }
+  if (name == "35b-a3b") {  // Qwen3.5-35B-A3B's shape
+    s.layers = 40, s.dim = 2048, s.ff = 512, s.heads = 16, s.kv_heads = 2, s.head_dim = 256;
+    s.vocab = 248320, s.ctx = 262144, s.rope_base = 10000000.0f;
+    return s;
+  }
+  throw Error("unknown preset '" + name + "' (default | bench05b | moe-small | 35b-a3b)");
+}
+
+// The qwen35moe part of the MoE presets (flags given on the command line win).
+void moe_preset(const std::string& name, Qwen35Flags& f) {
+  auto set = [](int& v, int d) { v = v > 0 ? v : d; };
+  if (name == "moe-small") {
+    set(f.ssm_state, 64), set(f.ssm_k_heads, 2), set(f.ssm_v_heads, 4), set(f.rot_dims, 32);
+    set(f.experts, 32), set(f.experts_used, 4), set(f.expert_ff, 256), set(f.shexp_ff, 256);
+  } else if (name == "35b-a3b") {
+    set(f.ssm_state, 128), set(f.ssm_k_heads, 16), set(f.ssm_v_heads, 32), set(f.rot_dims, 64);
+    set(f.experts, 256), set(f.experts_used, 8), set(f.expert_ff, 512), set(f.shexp_ff, 512);
+    set(f.mtp_layers, 1);
+  }
 }
 
 // Any type the CPU kernels can quantise to (quantize_row_ref), by ggml's name.
@@ -207,10 +230,10 @@ int run(int argc, char** argv) {
   float rope_base = 0;
   bool tied = false, untied = false;
   app.add_option("-o,--out", o.out, "output GGUF")->required();
-  app.add_option("--arch", o.arch, "qwen3 | qwen35")->check(CLI::IsMember({"qwen3", "qwen35"}));
+  app.add_option("--arch", o.arch, "qwen3 | qwen35 | qwen35moe")->check(CLI::IsMember({"qwen3", "qwen35", "qwen35moe"}));
   Qwen35Flags q35;
   add_qwen35_flags(app, q35);
-  app.add_option("--preset", o.preset, "default | bench05b");
+  app.add_option("--preset", o.preset, "default | bench05b | moe-small | 35b-a3b (the last two: --arch qwen35moe)");
   app.add_option("--layers", layers);
   app.add_option("--dim", dim);
   app.add_option("--ff", ff);
@@ -238,6 +261,9 @@ int run(int argc, char** argv) {
   if (!o.vocab_text.empty() && !o.vocab_from.empty()) throw Error("--vocab-text and --vocab-from are exclusive");
 
   Shape s = preset(o.preset);
+  if ((o.preset == "moe-small" || o.preset == "35b-a3b") && o.arch != "qwen35moe")
+    throw Error("preset '" + o.preset + "' is a qwen35moe shape (give --arch qwen35moe)");
+  moe_preset(o.preset, q35);
   if (layers) s.layers = layers;
   if (dim) s.dim = dim;
   if (ff) s.ff = ff;
@@ -260,14 +286,14 @@ int run(int argc, char** argv) {
   w.set_string("general.architecture", o.arch);
   w.set_string("general.name", o.name.empty() ? "diskformer-random-" + o.preset : o.name);
   w.set_u32("general.file_type", file_type(type));
-  if (o.arch == "qwen35") {  // tools/make_model/qwen35_model.cpp
+  if (o.arch == "qwen35" || o.arch == "qwen35moe") {  // tools/make_model/qwen35_model.cpp
     s.vocab = write_tokenizer(w, o.vocab_text, o.vocab_from, s.vocab);
     const BaseShape base{s.layers, s.dim, s.ff, s.heads, s.kv_heads, s.head_dim, s.vocab, s.ctx,
                          s.rope_base, s.rms_eps, s.tied};
-    const int64_t n_params = write_qwen35(w, base, q35, type, {o.seed, o.logit_std, o.norm_noise, o.resid_gain});
+    const int64_t n_params = write_qwen35(w, o.arch, base, q35, type, {o.seed, o.logit_std, o.norm_noise, o.resid_gain});
     w.write(o.out);
-    std::fprintf(stderr, "df_make_model: wrote %s (qwen35, %s, %lld parameters, %d layers + %d MTP, dim %d, vocab %d)\n",
-                 o.out.c_str(), o.type.c_str(), static_cast<long long>(n_params), s.layers, q35.mtp_layers, s.dim,
+    std::fprintf(stderr, "df_make_model: wrote %s (%s, %s, %lld parameters, %d layers + %d MTP, dim %d, vocab %d)\n",
+                 o.out.c_str(), o.arch.c_str(), o.type.c_str(), static_cast<long long>(n_params), s.layers, q35.mtp_layers, s.dim,
                  s.vocab);
     return 0;
   }

@@ -1,7 +1,10 @@
-// df_make_model --arch qwen35: a random-weight Qwen3.5 hybrid model with the tensor names, shapes
-// and keys of llama.cpp's qwen35 loader (src/models/qwen35.cpp, src/llama-arch.cpp) and the value
-// conventions of its converter (conversion/qwen.py): ssm_a holds -exp(A_log), ssm_dt.bias the
-// softplus-inverse of a time step, norms hold their final scale, value heads are in tiled order.
+// df_make_model --arch qwen35 | qwen35moe: a random-weight Qwen3.5 hybrid model with the tensor
+// names, shapes and keys of llama.cpp's qwen35 / qwen35moe loaders (src/models/qwen35.cpp,
+// qwen35moe.cpp, src/llama-arch.cpp) and the value conventions of its converter
+// (conversion/qwen.py): ssm_a holds -exp(A_log), ssm_dt.bias the softplus-inverse of a time
+// step, norms hold their final scale, value heads are in tiled order. qwen35moe replaces every
+// MLP by routed experts (3-D ffn_{gate,up,down}_exps, an F32 router ffn_gate_inp) and a shared
+// expert with its sigmoid gate (ffn_*_shexp, ffn_gate_inp_shexp).
 //
 // Random values follow make_model.cpp's scheme (same generator, one stream per tensor name keyed
 // by the seed, so every --type / --mix of a seed is the same model rounded differently):
@@ -51,9 +54,19 @@ class Writer35 {
   Writer35(gguf::Writer& w, uint64_t seed, GgmlType type, std::vector<std::pair<std::string, GgmlType>> mix)
       : w_(w), seed_(seed), type_(type), mix_(std::move(mix)) {}
 
-  // [rows, cols] weight (ne = {cols, rows}) ~ N(0, sigma) in the file's type for `name`.
-  void matrix(const std::string& name, int64_t cols, int64_t rows, float sigma) {
-    const GgmlType t = type_for(name);
+  // [rows, cols] weight (ne = {cols, rows}) ~ N(0, sigma) in the file's type for `name`; with
+  // n_mat > 1 a stack of n_mat such matrices (ne = {cols, rows, n_mat}: MoE experts).
+  void matrix(const std::string& name, int64_t cols, int64_t rows, float sigma, int64_t n_mat = 1) {
+    matrix_of(type_for(name), name, cols, rows, sigma, n_mat);
+  }
+  // The same, always F32 (llama.cpp's quantizer keeps the MoE router ffn_gate_inp in F32).
+  void matrix_f32(const std::string& name, int64_t cols, int64_t rows, float sigma) {
+    matrix_of(GgmlType::F32, name, cols, rows, sigma, 1);
+  }
+
+ private:
+  void matrix_of(GgmlType t, const std::string& name, int64_t cols, int64_t rows, float sigma, int64_t n_mat) {
+    rows *= n_mat;
     if (cols % type_info(t).block_elems != 0)
       throw Error("tensor " + name + ": row length " + std::to_string(cols) + " is not a multiple of the " +
                   std::string(type_name(t)) + " block");
@@ -65,9 +78,13 @@ class Writer35 {
       for (auto& x : row) x = sigma * rng.normal();
       cpu::quantize_row_ref(t, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
     }
-    w_.add_tensor(name, t, {cols, rows}, data.data(), data.size());
+    std::vector<int64_t> ne = {cols, rows};
+    if (n_mat > 1) ne = {cols, rows / n_mat, n_mat};
+    w_.add_tensor(name, t, ne, data.data(), data.size());
     n_params_ += cols * rows;
   }
+
+ public:
 
   // An F32 tensor with values f(rng) (ne as given).
   template <typename F>
@@ -117,10 +134,17 @@ void add_qwen35_flags(CLI::App& app, Qwen35Flags& f) {
       ->expected(4)
       ->delimiter(',');
   app.add_option("--mix", f.mix, "qwen35: per-tensor types 'substring=type,...' over --type (first match wins)");
+  app.add_option("--experts", f.experts, "qwen35moe: expert_count (default 8)");
+  app.add_option("--experts-used", f.experts_used, "qwen35moe: experts routed per token (default 2)");
+  app.add_option("--expert-ff", f.expert_ff, "qwen35moe: expert FF length (default --ff / --experts-used)");
+  app.add_option("--shexp-ff", f.shexp_ff, "qwen35moe: shared expert FF length (default --ff)");
+  app.add_option("--router-std", f.router_std, "qwen35moe: standard deviation of the router logits (default 1)");
 }
 
-int64_t write_qwen35(gguf::Writer& w, const BaseShape& s, const Qwen35Flags& f, GgmlType type,
-                     const Qwen35Scales& sc) {
+int64_t write_qwen35(gguf::Writer& w, const std::string& arch, const BaseShape& s, const Qwen35Flags& f,
+                     GgmlType type, const Qwen35Scales& sc) {
+  const bool moe = arch == "qwen35moe";
+  if (!moe && arch != "qwen35") throw Error("write_qwen35: unknown arch '" + arch + "'");
   const int64_t n_embd = s.dim, n_ff = s.ff, hd = s.head_dim;
   const int64_t q_dim = int64_t{s.heads} * hd, kv_dim = int64_t{s.kv_heads} * hd;
   const int64_t rot = or_default(f.rot_dims, s.head_dim / 4);
@@ -131,8 +155,13 @@ int64_t write_qwen35(gguf::Writer& w, const BaseShape& s, const Qwen35Flags& f, 
   if (Hv % Hk != 0) throw Error("--ssm-v-heads must be a multiple of --ssm-k-heads");
   if (n_mtp < 0) throw Error("--mtp-layers must not be negative");
   const int64_t vd = Hv * S, conv_dim = 2 * Hk * S + vd;
+  const int64_t n_exp = or_default(f.experts, 8), n_used = or_default(f.experts_used, 2);
+  const int64_t ff_exp = or_default(f.expert_ff, static_cast<int>(n_ff / n_used)), ff_sh = or_default(f.shexp_ff, s.ff);
+  const float router_std = f.router_std > 0 ? f.router_std : 1.0f;
+  if (moe && (n_used > n_exp || ff_exp <= 0 || n_exp > 512))
+    throw Error("--experts-used must be at most --experts (at most 512), and the expert FF length positive");
 
-  const std::string a = "qwen35.";
+  const std::string a = arch + ".";
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   w.set_u32(a + "block_count", u32(s.layers + n_mtp));
   if (n_mtp > 0) w.set_u32(a + "nextn_predict_layers", u32(n_mtp));
@@ -163,6 +192,12 @@ int64_t write_qwen35(gguf::Writer& w, const BaseShape& s, const Qwen35Flags& f, 
   w.set_u32(a + "ssm.group_count", u32(Hk));
   w.set_u32(a + "ssm.time_step_rank", u32(Hv));
   w.set_u32(a + "ssm.inner_size", u32(vd));
+  if (moe) {
+    w.set_u32(a + "expert_count", u32(n_exp));
+    w.set_u32(a + "expert_used_count", u32(n_used));
+    w.set_u32(a + "expert_feed_forward_length", u32(ff_exp));
+    w.set_u32(a + "expert_shared_feed_forward_length", u32(ff_sh));
+  }
 
   Writer35 m(w, sc.seed, type, parse_mix(f.mix));
   const float embd_sigma = sc.logit_std / std::sqrt(static_cast<float>(n_embd));
@@ -180,6 +215,17 @@ int64_t write_qwen35(gguf::Writer& w, const BaseShape& s, const Qwen35Flags& f, 
   };
   auto mlp = [&](const std::string& p) {
     m.norm(p + "post_attention_norm.weight", n_embd, noise);              // [n_embd]
+    if (moe) {  // llama.cpp load_block_trunk: routed experts + shared expert
+      m.matrix_f32(p + "ffn_gate_inp.weight", n_embd, n_exp, router_std * lin(n_embd));  // [n_exp, n_embd]
+      m.matrix(p + "ffn_gate_exps.weight", n_embd, ff_exp, lin(n_embd), n_exp);          // [n_exp, ff_exp, n_embd]
+      m.matrix(p + "ffn_up_exps.weight", n_embd, ff_exp, lin(n_embd), n_exp);            // [n_exp, ff_exp, n_embd]
+      m.matrix(p + "ffn_down_exps.weight", ff_exp, n_embd, gain * lin(ff_exp), n_exp);   // [n_exp, n_embd, ff_exp]
+      m.f32(p + "ffn_gate_inp_shexp.weight", {n_embd}, [&](Rng& r) { return lin(n_embd) * r.normal(); });  // [n_embd]
+      m.matrix(p + "ffn_gate_shexp.weight", n_embd, ff_sh, lin(n_embd));                 // [ff_sh, n_embd]
+      m.matrix(p + "ffn_up_shexp.weight", n_embd, ff_sh, lin(n_embd));                   // [ff_sh, n_embd]
+      m.matrix(p + "ffn_down_shexp.weight", ff_sh, n_embd, gain * lin(ff_sh));           // [n_embd, ff_sh]
+      return;
+    }
     m.matrix(p + "ffn_gate.weight", n_embd, n_ff, lin(n_embd));           // [n_ff, n_embd]
     m.matrix(p + "ffn_up.weight", n_embd, n_ff, lin(n_embd));             // [n_ff, n_embd]
     m.matrix(p + "ffn_down.weight", n_ff, n_embd, gain * lin(n_ff));      // [n_embd, n_ff]

@@ -31,6 +31,12 @@ struct Qwen35Flags {
   int mtp_layers = 0;       // nextn_predict_layers
   std::vector<int> rope_sections;  // rope.dimension_sections (default: 3 text sections over the pairs)
   std::string mix;          // "substring=type,...": per-tensor type overrides of --type
+  // --arch qwen35moe: the MLP of every layer (MTP layers too) is a routed MoE + shared expert
+  int experts = 0;          // expert_count (default 8)
+  int experts_used = 0;     // expert_used_count (default 2)
+  int expert_ff = 0;        // expert_feed_forward_length (default --ff / experts-used)
+  int shexp_ff = 0;         // expert_shared_feed_forward_length (default --ff)
+  float router_std = 0;     // router logits' standard deviation (default 1)
 };
 void add_qwen35_flags(CLI::App& app, Qwen35Flags& f);
 
@@ -39,9 +45,9 @@ struct Qwen35Scales {
   float logit_std = 4.0f, norm_noise = 0.1f, resid_gain = 1.0f;
 };
 
-// Writes the qwen35.* keys and every tensor (the tokenizer keys are already in w; s.vocab is
-// the vocabulary size). Returns the number of parameters.
-int64_t write_qwen35(gguf::Writer& w, const BaseShape& s, const Qwen35Flags& f, GgmlType type,
-                     const Qwen35Scales& sc);
+// Writes the <arch>.* keys (arch "qwen35" or "qwen35moe") and every tensor (the tokenizer
+// keys are already in w; s.vocab is the vocabulary size). Returns the number of parameters.
+int64_t write_qwen35(gguf::Writer& w, const std::string& arch, const BaseShape& s, const Qwen35Flags& f,
+                     GgmlType type, const Qwen35Scales& sc);
 
 }  // namespace df::make_model

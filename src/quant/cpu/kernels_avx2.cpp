@@ -2,15 +2,16 @@
 // checked the CPU and OS (kernels.cpp).
 //
 // Numerics per weight type (reference: formats_*.h):
-//   F32 / F16 / BF16 : both sides widened to f32 (exact), f32 FMA in 8 lanes, four
-//                      accumulator sets per output (float_mk.h).
-//   Q8_0             : q8_0_mk.h.
+//   F32 / F16 / BF16 : both sides widened to f32 (exact), f32 FMA in 8 lanes.
+//   Q8_0             : as ggml's AVX2 ggml_vec_dot_q8_0_q8_0: |w| (unsigned) times a with w's
+//                      sign (vpsignb), vpmaddubsw + vpmaddwd into exact int32 lane sums,
+//                      converted and FMA'd with fp16(dw)*fp16(da) into f32 lanes. vpmaddubsw
+//                      cannot saturate here: |w| <= 128, |a| <= 127 (quantize_act never
+//                      produces -128), so a pair sum is at most 2*128*127 = 32512.
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "quant/cpu/float_mk.h"
-#include "quant/cpu/q8_0_mk.h"
 #include "quant/cpu/registry.h"
 #include "quant/cpu/simd_avx2.h"
 
@@ -21,47 +22,155 @@ using quant::FormatBF16;
 using quant::FormatF16;
 using quant::FormatF32;
 using quant::FormatQ8_0;
-
-struct Tag {};  // internal linkage for the shared microkernels (q8_0_mk.h)
+using simd::hsum;
 
 // ---------------- F32 / F16 / BF16 ----------------
 
-// Element policies of float_mk.h: 8 elements per step, f32 FMA into 8 lanes.
-template <class Self>
-struct Elem8 {
-  using V = __m256;
-  using Acc = __m256;
-  static constexpr int kStep = 8, kRegs = 8;
-  template <class Block>
-  static V load_tail(const Block* p, int64_t m) {  // m < 8 elements, zero filled
-    Block buf[8] = {};
-    std::memcpy(buf, p, static_cast<size_t>(m) * sizeof(buf[0]));
-    return Self::load(buf);
-  }
-  static Acc madd(Acc acc, V w, V a) { return _mm256_fmadd_ps(w, a, acc); }
-  static Acc zero() { return _mm256_setzero_ps(); }
-  static Acc add(Acc x, Acc y) { return _mm256_add_ps(x, y); }
-  static float hsum(Acc v) { return simd::hsum(v); }
-};
-struct ElemF32 : Elem8<ElemF32> {
+// Elem policies: load 8 elements from p as f32; load_tail: m < 8 elements, zero filled.
+struct ElemF32 {
   using Block = float;
   static __m256 load(const Block* p) { return _mm256_loadu_ps(p); }
 };
-struct ElemF16 : Elem8<ElemF16> {
+struct ElemF16 {
   using Block = uint16_t;
   static __m256 load(const Block* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
 };
-struct ElemBF16 : Elem8<ElemBF16> {
+struct ElemBF16 {
   using Block = uint16_t;
   static __m256 load(const Block* p) {
     const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
   }
 };
-template <class E, int Rows, int Cols>
-using MkFloat = floatmk::MkFloat<E, Rows, Cols>;
+
+template <class E>
+__m256 load_tail(const typename E::Block* p, int64_t m) {
+  typename E::Block buf[8] = {};
+  std::memcpy(buf, p, static_cast<size_t>(m) * sizeof(buf[0]));
+  return E::load(buf);
+}
+
+// Independent accumulator sets for a tile of R x C outputs, so that small tiles (decode
+// uses 1 x 1) still have ~4 FMA chains in flight.
+template <int R, int C>
+constexpr int kUnroll = R * C >= 4 ? 1 : 4 / (R * C);
+
+template <class E, int Rows, int Cols, int RowsDecode>
+struct MkFloat {
+  static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
+
+  // acc[r][c] += w[r][k..k+8) . a[c][k..k+8)  (m < 8 valid elements when Tail)
+  template <int R, int C, bool Tail>
+  static void step(const typename E::Block* const* w, const typename E::Block* const* a,
+                   int64_t k, int64_t m, __m256 (&acc)[R][C]) {
+    __m256 wv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wv[r] = Tail ? load_tail<E>(w[r] + k, m) : E::load(w[r] + k);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m256 av = Tail ? load_tail<E>(a[c] + k, m) : E::load(a[c] + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], av, acc[r][c]);
+    }
+  }
+
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
+    using B = typename E::Block;
+    constexpr int U = kUnroll<R, C>;
+    const B* w[R];
+    const B* a[C];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
+    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const B*>(ap[c]);
+    __m256 acc[U][R][C];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + U * 8 <= n; k += U * 8)
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) step<R, C, false>(w, a, k + u * 8, 0, acc[u]);
+    for (; k + 8 <= n; k += 8) step<R, C, false>(w, a, k, 0, acc[0]);
+    if (k < n) step<R, C, true>(w, a, k, n - k, acc[0]);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) {
+        __m256 s = acc[0][r][c];
+        for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][r][c]);
+        out[r * C + c] = hsum(s);
+      }
+  }
+};
+
+// ---------------- Q8_0 ----------------
+
+template <int RowsDecode>
+struct MkQ8_0 {
+  static constexpr int kRows = 4, kCols = 2, kRowsDecode = RowsDecode;
+  using Block = BlockQ8_0;
+
+  static __m256i quants(const Block& b) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  }
+  static __m256 scale(const Block& b) { return _mm256_set1_ps(_cvtsh_ss(b.d)); }
+
+  // acc[r][c] += fp16(dw) * fp16(da) * (lane sums of w[r][b] . a[c][b])
+  template <int R, int C>
+  static void step(const Block* const* w, const Block* const* a, int64_t b, __m256 (&acc)[R][C]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i wq[R], wabs[R];
+    __m256 wd[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      wq[r] = quants(w[r][b]);
+      wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
+      wd[r] = scale(w[r][b]);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m256i aq = quants(a[c][b]);
+      const __m256 ad = scale(a[c][b]);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256i p16 = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(aq, wq[r]));
+        const __m256i p32 = _mm256_madd_epi16(p16, ones);
+        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(wd[r], ad), acc[r][c]);
+      }
+    }
+  }
+
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
+    constexpr int U = kUnroll<R, C> > 2 ? 2 : kUnroll<R, C>;
+    const Block* w[R];
+    const Block* a[C];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp[r]);
+    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const Block*>(ap[c]);
+    __m256 acc[U][R][C];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm256_setzero_ps();
+    const int64_t nb = n / kQK8_0;
+    int64_t b = 0;
+    for (; b + U <= nb; b += U)
+#pragma GCC unroll 2
+      for (int u = 0; u < U; ++u) step<R, C>(w, a, b + u, acc[u]);
+    for (; b < nb; ++b) step<R, C>(w, a, b, acc[0]);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) {
+        __m256 s = acc[0][r][c];
+        for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][r][c]);
+        out[r * C + c] = hsum(s);
+      }
+  }
+};
 
 // ---------------- activation quantisers (bit exact with the formats' quantize_act) ----------------
 
@@ -141,7 +250,7 @@ void quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
 // activation quantiser Q.
 template <class E, void (*Q)(const float*, void*, int64_t)>
 struct FloatSimd {
-  using Mk = MkFloat<E, 4, 2>;
+  using Mk = MkFloat<E, 4, 2, 1>;
   static void quantize(const float* x, void* y, int64_t n) { Q(x, y, n); }
 };
 void copy_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
@@ -153,7 +262,7 @@ template <> struct Simd<FormatF16> : FloatSimd<ElemF16, &quantize_act_f16> {};
 template <> struct Simd<FormatBF16> : FloatSimd<ElemBF16, &quantize_act_bf16> {};
 template <>
 struct Simd<FormatQ8_0> {
-  using Mk = q8::MkQ8_0<Tag, 4, 2>;
+  using Mk = MkQ8_0<1>;
   static void quantize(const float* x, void* y, int64_t n) {
     quantize_act_q8_0(x, static_cast<BlockQ8_0*>(y), n / kQK8_0);
   }

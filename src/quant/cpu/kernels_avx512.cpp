@@ -6,8 +6,7 @@
 //   F16  : both sides widened with vcvtph2ps (exact), f32 FMA.
 //   BF16 : vdpbf16ps, as ggml-cpu's AVX512_BF16 build: bf16 products are exact in f32, the
 //          adds round to nearest even with denormals treated as zero (the instruction's DAZ).
-//   Q8_0 : the AVX2 kernel (q8_0_mk.h) for one activation row, a VNNI GEMM over packed
-//          tiles for several, in the same f32 order (see q8vnni below).
+//   Q8_0 : the AVX2 kernel (see below).
 #include <immintrin.h>
 
 #include <cstring>
@@ -18,14 +17,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include <array>
-#include <utility>
-#include <vector>
-
-#include "quant/cpu/float_mk.h"
-#include "quant/cpu/q8_0_mk.h"
 #include "quant/cpu/registry.h"
-#include "quant/cpu/simd_avx2.h"
 
 namespace df::cpu {
 namespace {
@@ -35,8 +27,6 @@ using quant::FormatF16;
 using quant::FormatF32;
 using quant::FormatQ8_0;
 
-struct Tag {};  // internal linkage for the shared microkernels (q8_0_mk.h)
-
 // Lanes [0, m) set, m <= 16 / 32.
 inline __mmask16 mask16(int64_t m) { return static_cast<__mmask16>((1u << m) - 1u); }
 inline __mmask32 mask32(int64_t m) {
@@ -45,15 +35,9 @@ inline __mmask32 mask32(int64_t m) {
 
 // ---------------- F32 / F16 / BF16: elementwise loaders + one tiled microkernel ----------------
 
-// Element policies of float_mk.h: 16 f32 lanes per accumulator.
-struct Acc16 {
-  using Acc = __m512;
-  static constexpr int kRegs = 16;
-  static Acc zero() { return _mm512_setzero_ps(); }
-  static Acc add(Acc x, Acc y) { return _mm512_add_ps(x, y); }
-  static float hsum(Acc v) { return _mm512_reduce_add_ps(v); }
-};
-struct ElemF32 : Acc16 {
+// Elem policies: kStep elements per vector V; load / load_tail (zero filled) from element k;
+// madd(acc, w, a) accumulates w*a into 16 f32 lanes.
+struct ElemF32 {
   using Block = float;
   using V = __m512;
   static constexpr int kStep = 16;
@@ -62,7 +46,7 @@ struct ElemF32 : Acc16 {
   static __m512 madd(__m512 acc, V w, V a) { return _mm512_fmadd_ps(w, a, acc); }
 };
 
-struct ElemF16 : Acc16 {
+struct ElemF16 {
   using Block = uint16_t;
   using V = __m512;
   static constexpr int kStep = 16;
@@ -75,7 +59,7 @@ struct ElemF16 : Acc16 {
   static __m512 madd(__m512 acc, V w, V a) { return _mm512_fmadd_ps(w, a, acc); }
 };
 
-struct ElemBF16 : Acc16 {
+struct ElemBF16 {
   using Block = uint16_t;
   using V = __m512i;  // 32 raw bf16
   static constexpr int kStep = 32;
@@ -86,152 +70,59 @@ struct ElemBF16 : Acc16 {
   }
 };
 
-template <class E, int Rows, int Cols>
-using MkFloat = floatmk::MkFloat<E, Rows, Cols>;
-
-// ---------------- Q8_0: VNNI GEMM over packed tiles ----------------
-
-// Several activation rows (prefill, speculative verify, batched rows): the weight rows of a
-// tile and the activation rows of the call are first packed into 64-byte block pairs, then
-// multiplied with vpdpbusd, 2 blocks x 8 lanes per 512-bit vector. The f32 order is the
-// decode kernel's (q8_0_mk.h): the lanes 0-7 of a pair are the even block's 8 lane sums,
-// lanes 8-15 the odd block's, so one 512-bit accumulator per output holds both of its
-// accumulators; the result is hsum_float_8(lanes 0-7 + lanes 8-15). Bit-identical to the
-// AVX2 kernel and to the decode path (tests/unit/test_kernels_batch.cpp).
-//   int: vpdpbusd takes unsigned x signed bytes, so the weights are packed as w + 128 (xor
-//        0x80) and each activation pair carries -128 * (its lane sums), the accumulator's
-//        start: exact for every int8 input.
-//   f32: acc = fma(float(isum), fp16(dw) * fp16(da), acc) per lane, the scales packed as
-//        [dw_b x 8 | dw_b+1 x 8] and [da_b x 8 | da_b+1 x 8].
-// An odd last block is paired with zeros (zero quants, zero scales): fma(0, 0, acc) = acc,
-// as an accumulator is never -0.
-namespace q8vnni {
-
-constexpr int kRows = 4, kCols = 4;  // tile: 16 accumulators
-
-struct APair {  // one activation row's block pair
-  __m512i q;     // quants
-  __m512i ncorr; // -128 * lane sums
-  __m512 d;      // scales
-};
-struct WPair {  // one weight row's block pair
-  __m512i u;  // quants + 128
-  __m512 d;   // scales
-};
-
-// Blocks b and b + 1 of a row (b + 1 < nb, else zeros) as 64 bytes and their scales.
-inline __m512i pair_quants(const BlockQ8_0* x, int64_t b, int64_t nb) {
-  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-  const __m256i hi = b + 1 < nb ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b + 1].qs))
-                                : _mm256_setzero_si256();
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-inline __m512 pair_scales(const BlockQ8_0* x, int64_t b, int64_t nb) {
-  const __m256 lo = _mm256_set1_ps(_cvtsh_ss(x[b].d));
-  const __m256 hi = b + 1 < nb ? _mm256_set1_ps(_cvtsh_ss(x[b + 1].d)) : _mm256_setzero_ps();
-  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-}
-
-void pack_act(const BlockQ8_0* x, int64_t nb, APair* out) {
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0, p = 0; b < nb; b += 2, ++p) {
-    out[p].q = pair_quants(x, b, nb);
-    out[p].ncorr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, out[p].q));
-    out[p].d = pair_scales(x, b, nb);
-  }
-}
-
-// A missing odd block packs as u = 0 (not 0x80): with zero activation quants and a zero
-// correction its lane sums are 0 either way.
-void pack_weights(const BlockQ8_0* x, int64_t nb, WPair* out) {
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0, p = 0; b < nb; b += 2, ++p) {
-    out[p].u = _mm512_xor_si512(pair_quants(x, b, nb), k128);
-    out[p].d = pair_scales(x, b, nb);
-  }
-}
-
+// Independent accumulator sets for a tile of R x C outputs, so that small tiles (decode
+// uses 1 x 1) still have ~4 FMA chains in flight.
 template <int R, int C>
-void tile(int64_t np, const WPair* const* w, const APair* const* a, float* out) {
-  __m512 acc[R][C];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < np; ++p) {
-    __m512i u[R];
-    __m512 wd[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      u[r] = w[r][p].u;
-      wd[r] = w[r][p].d;
-    }
-#pragma GCC unroll 4
+constexpr int kUnroll = R * C >= 4 ? 1 : 4 / (R * C);
+
+template <class E, int Rows, int Cols, int RowsDecode>
+struct MkFloat {
+  static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
+
+  // acc[r][c] += w[r][k..k+step) . a[c][k..k+step)
+  template <int R, int C, bool Tail>
+  static void step(const typename E::Block* const* w, const typename E::Block* const* a,
+                   int64_t k, int64_t m, __m512 (&acc)[R][C]) {
+    typename E::V wv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wv[r] = Tail ? E::load_tail(w[r] + k, m) : E::load(w[r] + k);
+#pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      const APair& ap = a[c][p];
+      const typename E::V av = Tail ? E::load_tail(a[c] + k, m) : E::load(a[c] + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][c] = E::madd(acc[r][c], wv[r], av);
+    }
+  }
+
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
+    using B = typename E::Block;
+    constexpr int U = kUnroll<R, C>;
+    const B* w[R];
+    const B* a[C];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
+    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const B*>(ap[c]);
+    __m512 acc[U][R][C];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + U * E::kStep <= n; k += U * E::kStep)
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const __m512i isum = _mm512_dpbusd_epi32(ap.ncorr, u[r], ap.q);
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd[r], ap.d), acc[r][c]);
+      for (int u = 0; u < U; ++u) step<R, C, false>(w, a, k + u * E::kStep, 0, acc[u]);
+    for (; k + E::kStep <= n; k += E::kStep) step<R, C, false>(w, a, k, 0, acc[0]);
+    if (k < n) step<R, C, true>(w, a, k, n - k, acc[0]);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) {
+        __m512 s = acc[0][r][c];
+        for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, acc[u][r][c]);
+        out[r * C + c] = _mm512_reduce_add_ps(s);
       }
-    }
   }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c)
-      out[r * C + c] = simd::hsum(_mm256_add_ps(_mm512_castps512_ps256(acc[r][c]), _mm512_extractf32x8_ps(acc[r][c], 1)));
-}
-
-using TileFn = void (*)(int64_t, const WPair* const*, const APair* const*, float*);
-template <int... Rs, int... Cs>
-constexpr std::array<std::array<TileFn, kCols>, kRows> make_table(std::integer_sequence<int, Rs...>,
-                                                                    std::integer_sequence<int, Cs...> cs) {
-  std::array<std::array<TileFn, kCols>, kRows> t{};
-  auto row = [&]<int R>(std::integral_constant<int, R>) { ((t[R][Cs] = &tile<R + 1, Cs + 1>), ...); };
-  (row(std::integral_constant<int, Rs>{}), ...);
-  (void)cs;
-  return t;
-}
-constexpr auto kTiles = make_table(std::make_integer_sequence<int, kRows>{}, std::make_integer_sequence<int, kCols>{});
-
-// Per-thread packing buffers (grown, never shrunk).
-struct Scratch {
-  std::vector<APair> act;
-  std::vector<WPair> weights;
 };
-Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
-}
-
-void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
-          size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-  const int64_t nb = n / kQK8_0, np = (nb + 1) / 2;
-  Scratch& s = scratch();
-  if (s.act.size() < static_cast<size_t>(n_act * np)) s.act.resize(static_cast<size_t>(n_act * np));
-  if (s.weights.size() < static_cast<size_t>(kRows * np)) s.weights.resize(static_cast<size_t>(kRows * np));
-  for (int64_t c = 0; c < n_act; ++c)
-    pack_act(reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(c) * act_stride), nb, s.act.data() + c * np);
-  for (int64_t i = i0; i < i1; i += kRows) {
-    const int R = static_cast<int>(i1 - i < kRows ? i1 - i : kRows);
-    const WPair* w[kRows];
-    for (int r = 0; r < R; ++r) {
-      pack_weights(reinterpret_cast<const BlockQ8_0*>(W + static_cast<size_t>(i + r) * w_stride), nb,
-                   s.weights.data() + r * np);
-      w[r] = s.weights.data() + r * np;
-    }
-    for (int64_t c0 = 0; c0 < n_act; c0 += kCols) {
-      const int C = static_cast<int>(n_act - c0 < kCols ? n_act - c0 : kCols);
-      const APair* a[kCols];
-      for (int c = 0; c < C; ++c) a[c] = s.act.data() + (c0 + c) * np;
-      float out[kRows * kCols];
-      kTiles[R - 1][C - 1](np, w, a, out);
-      for (int c = 0; c < C; ++c)
-        for (int r = 0; r < R; ++r) Y[(c0 + c) * ldy + i + r] = out[r * C + c];
-    }
-  }
-}
-
-}  // namespace q8vnni
 
 // ---------------- activation quantisers (bit exact with the formats' quantize_act) ----------------
 
@@ -285,7 +176,7 @@ void quantize_act_bf16(const float* x, void* out, int64_t n) {
 // activation quantiser Q.
 template <class E, void (*Q)(const float*, void*, int64_t)>
 struct FloatSimd {
-  using Mk = MkFloat<E, 4, 4>;
+  using Mk = MkFloat<E, 4, 4, 1>;
   static void quantize(const float* x, void* y, int64_t n) { Q(x, y, n); }
 };
 void copy_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
@@ -295,20 +186,10 @@ struct Simd {};
 template <> struct Simd<FormatF32> : FloatSimd<ElemF32, &copy_f32> {};
 template <> struct Simd<FormatF16> : FloatSimd<ElemF16, &quantize_act_f16> {};
 template <> struct Simd<FormatBF16> : FloatSimd<ElemBF16, &quantize_act_bf16> {};
-// Q8_0: the AVX2 microkernel for vec_dot and up to 3 activation rows; the VNNI GEMM for
-// more (where packing pays). Both keep the f32 order of ggml's AVX2 kernel per block, which
-// llama.cpp's AVX-512 (zen4) build also runs. Activations: the AVX2 quantiser.
-template <>
-struct Simd<FormatQ8_0> {
-  using Mk = q8::MkQ8_0<Tag, 4, 2>;
-  static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
-                   size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-    if (n_act < 4)
-      tiled::gemm<Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else
-      q8vnni::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-  }
-};
+// Q8_0 has no AVX-512 kernel on purpose: llama.cpp's AVX-512 (zen4) build runs the AVX2
+// Q8_0 dot product, and using our AVX2 kernel keeps the f32 accumulation order, and so the
+// results, identical to it (measured: logits bit-equal on Q8_0 models, while the VNNI
+// kernel differed in the last bits and flipped later roundings).
 
 }  // namespace
 

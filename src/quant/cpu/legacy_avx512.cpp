@@ -1,5 +1,6 @@
 // AVX-512 (VNNI) kernels of Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 NVFP4: block32_mk.h with vpdpbusd for
-// the lane sums, and a packed 512-bit GEMM for several activation rows (Q4_0, Q5_0, NVFP4).
+// the lane sums, and a packed 512-bit GEMM for several activation rows (Q4_0, Q5_0, NVFP4,
+// and Q8_0).
 // Bit-identical to the scalar reference and to ggml's vec_dot.
 #include <immintrin.h>
 
@@ -12,6 +13,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "quant/cpu/block32_mk.h"
+#include "quant/cpu/kernels.h"
 #include "quant/cpu/registry.h"
 #include "quant/cpu/simd_avx2.h"
 
@@ -176,6 +178,19 @@ template <> struct Simd<quant::FormatQ5_0> : Block32Simd<block32::PQ5_0> {};
 template <> struct Simd<quant::FormatQ5_1> : Block32Simd<block32::PQ5_1> {};
 template <> struct Simd<quant::FormatMxfp4> : Block32Simd<block32::PMxfp4> {};
 template <> struct Simd<quant::FormatNvfp4> : Block32Simd<block32::PNvfp4> {};
+// Q8_0: the packed VNNI GEMM from 4 activation rows on, in the order of the AVX2 kernel's
+// multi-row tiles and of ggml (one accumulator per output: fma(scale, float(isum), acc) per
+// block); fewer rows and vec_dot run the AVX2 kernels (kernels_avx2.cpp).
+template <>
+struct Simd<quant::FormatQ8_0> {
+  static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
+                   size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+    if (n_act >= 4)
+      vnni::gemm<block32::PQ8_0<Ops>>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+    else
+      kernels(Isa::AVX2).gemm(GgmlType::Q8_0, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+  }
+};
 
 }  // namespace
 

@@ -6,7 +6,8 @@
 //        using Mk = ...;                       F as a weight format: a microkernel
 //                                              (gemm_tiled.h) giving vec_dot and gemm
 //        static void gemm(...);                optional: its own gemm (Kernels::gemm's
-//                                              contract), instead of tiled::gemm<Mk>
+//                                              contract), instead of tiled::gemm<Mk>; alone
+//                                              (no Mk), vec_dot falls back to the ISA below
 //        static void quantize(const float* x, void* out, int64_t n);
 //                                              F as an activation format: x[n] -> blocks of F
 //   2. It defines its part of the ISA's registry with
@@ -73,11 +74,9 @@ constexpr void add_weight(Registry& r) {
   if constexpr (requires { typename Simd<F>::Mk; }) {
     using MK = typename Simd<F>::Mk;
     r[slot(F::type)].vec_dot = &vec_dot_of<MK>;
-    if constexpr (requires { &Simd<F>::gemm; })
-      r[slot(F::type)].gemm = &Simd<F>::gemm;  // its own driver over the microkernel
-    else
-      r[slot(F::type)].gemm = &tiled::gemm<MK>;
+    r[slot(F::type)].gemm = &tiled::gemm<MK>;
   }
+  if constexpr (requires { &Simd<F>::gemm; }) r[slot(F::type)].gemm = &Simd<F>::gemm;
 }
 
 template <template <class> class Simd, class F>

@@ -1,0 +1,129 @@
+// The MoE FFN block (moe_ffn.h), in the op order of llama.cpp's build_moe_ffn and
+// qwen35moe's build_layer_ffn, so that each intermediate can be compared with the reference.
+#include "models/moe_ffn.h"
+
+#include <variant>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+
+namespace df {
+namespace {
+
+// A key holding a number, or an array of one number per layer that must all be equal.
+int64_t uniform_key(const gguf::File& f, const std::string& key, int64_t dflt) {
+  const gguf::Value* v = f.find(key);
+  if (!v) return dflt;
+  if (v->type != gguf::ValueType::ARRAY) return static_cast<int64_t>(v->as_u64(key));
+  std::vector<int64_t> vals;
+  std::visit(
+      [&](const auto& vec) {
+        using E = typename std::decay_t<decltype(vec)>::value_type;
+        if constexpr (std::is_integral_v<E>) {
+          for (auto e : vec) vals.push_back(static_cast<int64_t>(e));
+        } else {
+          throw Error("key '" + key + "' must be an integer or an array of integers");
+        }
+      },
+      v->as_array(key));
+  if (vals.empty()) throw Error("key '" + key + "' is an empty array");
+  for (auto x : vals)
+    if (x != vals[0]) throw Error("key '" + key + "' differs between layers (not supported)");
+  return vals[0];
+}
+
+}  // namespace
+
+MoeShape read_moe_shape(const gguf::File& f, const ModelInfo& m) {
+  const std::string a = m.arch + ".";
+  MoeShape e;
+  e.n_embd = m.n_embd;
+  e.n_expert = uniform_key(f, a + "expert_count", 0);
+  e.n_used = uniform_key(f, a + "expert_used_count", 0);
+  if (e.n_expert <= 0 || e.n_expert > 512 || e.n_used <= 0 || e.n_used > e.n_expert)
+    throw Error(m.arch + ": expert_count must be in [1, 512] and expert_used_count in [1, expert_count]");
+  e.n_ff_exp = uniform_key(f, a + "expert_feed_forward_length", m.n_ff / e.n_used);
+  e.n_ff_shexp = uniform_key(f, a + "expert_shared_feed_forward_length", m.n_ff);
+  if (e.n_ff_exp <= 0 || e.n_ff_shexp <= 0)
+    throw Error(m.arch + ": expert_feed_forward_length and expert_shared_feed_forward_length must be positive");
+  e.norm_weights = true;
+  e.weights_scale = 0.0f;
+  return e;
+}
+
+MoeFfn load_moe_ffn(WeightLoader& w, const std::string& p, const MoeShape& s) {
+  const int64_t dim = s.n_embd, E = s.n_expert, ff = s.n_ff_exp, sh = s.n_ff_shexp;
+  MoeFfn f;
+  f.router = w.get(p + "ffn_gate_inp.weight", dim, E);
+  f.gate_exps = w.get_stack(p + "ffn_gate_exps.weight", dim, ff, E);
+  f.up_exps = w.get_stack(p + "ffn_up_exps.weight", dim, ff, E);
+  f.down_exps = w.get_stack(p + "ffn_down_exps.weight", ff, dim, E);
+  if (sh > 0) {
+    f.shexp_gate_inp = w.get(p + "ffn_gate_inp_shexp.weight", dim, 1);
+    f.shexp_gate = w.get(p + "ffn_gate_shexp.weight", dim, sh);
+    f.shexp_up = w.get(p + "ffn_up_shexp.weight", dim, sh);
+    f.shexp_down = w.get(p + "ffn_down_shexp.weight", sh, dim);
+  }
+  return f;
+}
+
+MoeScratch make_moe_scratch(const MoeShape& s, const std::function<Tensor(int64_t cols, GgmlType type)>& make) {
+  MoeScratch t;
+  const int64_t k = s.n_used;
+  t.logits = make(s.n_expert, GgmlType::F32);
+  t.ids = make(k, GgmlType::I32);
+  t.weights = make(k, GgmlType::F32);
+  t.gate = make(k * s.n_ff_exp, GgmlType::F32).reshape(s.n_ff_exp);
+  t.up = make(k * s.n_ff_exp, GgmlType::F32).reshape(s.n_ff_exp);
+  t.down = make(k * s.n_embd, GgmlType::F32).reshape(s.n_embd);
+  if (s.n_ff_shexp > 0) {
+    t.sh_gate = make(s.n_ff_shexp, GgmlType::F32);
+    t.sh_up = make(s.n_ff_shexp, GgmlType::F32);
+    t.sh_out = make(s.n_embd, GgmlType::F32);
+    t.sh_g = make(1, GgmlType::F32);
+  }
+  return t;
+}
+
+void moe_ffn(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& xn,
+             const Tensor& out) {
+  const int64_t n = xn.rows, k = s.n_used;
+  if (n > t.logits.rows) throw Error("moe_ffn: more rows than the scratch holds");
+  const Tensor logits = t.logits.slice_rows(0, n), ids = t.ids.slice_rows(0, n), w = t.weights.slice_rows(0, n);
+  const Tensor gate = t.gate.slice_rows(0, n * k), up = t.up.slice_rows(0, n * k), down = t.down.slice_rows(0, n * k);
+  b.matmul(f.router, xn, logits);                              // logits [n, E]
+  b.moe_route(logits, s.norm_weights, s.weights_scale, ids, w);  // ids, w [n, k]
+  b.matmul_id(f.up_exps, s.n_expert, xn, ids, up);             // up [n * k, n_ff_exp]
+  b.matmul_id(f.gate_exps, s.n_expert, xn, ids, gate);         // gate [n * k, n_ff_exp]
+  b.swiglu(gate, up, gate);
+  b.matmul_id(f.down_exps, s.n_expert, gate, ids, down);       // down [n * k, dim]
+  if (s.n_ff_shexp == 0) {
+    b.moe_combine(down, w, Tensor{}, Tensor{}, out);
+    return;
+  }
+  const Tensor sg = t.sh_gate.slice_rows(0, n), su = t.sh_up.slice_rows(0, n);
+  const Tensor so = t.sh_out.slice_rows(0, n), g = t.sh_g.slice_rows(0, n);
+  b.matmul(f.shexp_up, xn, su);                                // su [n, n_ff_shexp]
+  b.matmul(f.shexp_gate, xn, sg);                              // sg [n, n_ff_shexp]
+  b.swiglu(sg, su, sg);
+  b.matmul(f.shexp_down, sg, so);                              // so [n, dim]
+  b.matmul(f.shexp_gate_inp, xn, g);                           // g [n, 1]
+  b.unary(UnaryOp::SIGMOID, g, g);
+  b.moe_combine(down, w, so, g, out);                          // out [n, dim]
+}
+
+uint64_t moe_weight_bytes(const MoeFfn& f) {
+  return f.router.nbytes() + f.gate_exps.nbytes() + f.up_exps.nbytes() + f.down_exps.nbytes() +
+         f.shexp_gate_inp.nbytes() + f.shexp_gate.nbytes() + f.shexp_up.nbytes() + f.shexp_down.nbytes();
+}
+
+uint64_t moe_bytes_per_token(const MoeShape& s, const MoeFfn& f) {
+  const uint64_t per_expert = (f.gate_exps.nbytes() + f.up_exps.nbytes() + f.down_exps.nbytes()) /
+                              static_cast<uint64_t>(s.n_expert);
+  uint64_t bytes = f.router.nbytes() + per_expert * static_cast<uint64_t>(s.n_used);
+  if (s.n_ff_shexp > 0)
+    bytes += f.shexp_gate_inp.nbytes() + f.shexp_gate.nbytes() + f.shexp_up.nbytes() + f.shexp_down.nbytes();
+  return bytes;
+}
+
+}  // namespace df
