@@ -154,7 +154,7 @@ void CpuBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
   // 2. split the weight rows into chunks; each task streams its chunk once and multiplies it
   //    with every activation row, in blocks that stay in L2.
   const int64_t threads = pool_.size();
-  int64_t chunk = n == 1 ? (m + threads * 8 - 1) / (threads * 8) : 64;
+  int64_t chunk = n == 1 ? (m + threads * 8 - 1) / (threads * 8) : 256;
   chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
   const int64_t n_chunks = (m + chunk - 1) / chunk;
   const int64_t act_block = 64;

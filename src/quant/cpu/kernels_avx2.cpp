@@ -12,10 +12,8 @@
 
 #include <cstring>
 
-#include "quant/cpu/family_kernels.h"
-#include "quant/cpu/gemm_tiled.h"
-#include "quant/cpu/kernels_isa.h"
-#include "quant/formats.h"
+#include "quant/cpu/registry.h"
+#include "quant/cpu/simd_avx2.h"
 
 namespace df::cpu {
 namespace {
@@ -24,13 +22,7 @@ using quant::FormatBF16;
 using quant::FormatF16;
 using quant::FormatF32;
 using quant::FormatQ8_0;
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using simd::hsum;
 
 // ---------------- F32 / F16 / BF16 ----------------
 
@@ -182,7 +174,8 @@ struct MkQ8_0 {
 
 // ---------------- activation quantisers (bit exact with the formats' quantize_act) ----------------
 
-void quantize_act_f16(const float* x, uint16_t* y, int64_t n) {
+void quantize_act_f16(const float* x, void* out, int64_t n) {
+  uint16_t* y = static_cast<uint16_t*>(out);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
@@ -203,7 +196,8 @@ __m256i bf16_round(__m256i u) {
   return _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, _mm256_set1_epi32(64)), nan);
 }
 
-void quantize_act_bf16(const float* x, uint16_t* y, int64_t n) {
+void quantize_act_bf16(const float* x, void* out, int64_t n) {
+  uint16_t* y = static_cast<uint16_t*>(out);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i lo = bf16_round(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
@@ -248,103 +242,34 @@ void quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
-// ---------------- per-format registry ----------------
+// ---------------- this file's part of the AVX2 registry (registry.h) ----------------
 
-// Simd<F>: this ISA's kernels for weight format F; formats without a specialisation use
-// the scalar kernels. Tiles: 4 weight rows x 2 activation rows for prefill (16 ymm
-// registers); decode walks one weight row at a time (see kernels_avx512.cpp).
+// Tiles: 4 weight rows x 2 activation rows for prefill (16 ymm registers); decode walks one
+// weight row at a time (see kernels_avx512.cpp).
+// The float formats are their own activation formats: microkernel over elements E,
+// activation quantiser Q.
+template <class E, void (*Q)(const float*, void*, int64_t)>
+struct FloatSimd {
+  using Mk = MkFloat<E, 4, 2, 1>;
+  static void quantize(const float* x, void* y, int64_t n) { Q(x, y, n); }
+};
+void copy_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
+
 template <class F>
-struct Simd;
-template <>
-struct Simd<FormatF32> {
-  using Mk = MkFloat<ElemF32, 4, 2, 1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
-  }
-};
-template <>
-struct Simd<FormatF16> {
-  using Mk = MkFloat<ElemF16, 4, 2, 1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    quantize_act_f16(x, static_cast<uint16_t*>(y), n);
-  }
-};
-template <>
-struct Simd<FormatBF16> {
-  using Mk = MkFloat<ElemBF16, 4, 2, 1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    quantize_act_bf16(x, static_cast<uint16_t*>(y), n);
-  }
-};
+struct Simd {};
+template <> struct Simd<FormatF32> : FloatSimd<ElemF32, &copy_f32> {};
+template <> struct Simd<FormatF16> : FloatSimd<ElemF16, &quantize_act_f16> {};
+template <> struct Simd<FormatBF16> : FloatSimd<ElemBF16, &quantize_act_bf16> {};
 template <>
 struct Simd<FormatQ8_0> {
   using Mk = MkQ8_0<1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
+  static void quantize(const float* x, void* y, int64_t n) {
     quantize_act_q8_0(x, static_cast<BlockQ8_0*>(y), n / kQK8_0);
   }
 };
 
-// Format families with their own translation units (family_kernels.h).
-template <class F>
-  requires kLegacyFamily<F>
-struct Simd<F> : LegacyAvx2<F> {};
-template <class F>
-  requires kKquantFamily<F>
-struct Simd<F> : KquantAvx2<F> {};
-
-template <class F>
-concept HasSimd = requires { typename Simd<F>::Mk; };
-template <class F>
-concept HasFamily = kLegacyFamily<F> || kKquantFamily<F>;
-
-void quantize_act(GgmlType w, const float* x, void* out, int64_t n) {
-  check_row_elems(w, n);
-  quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F> || HasFamily<F>)
-      Simd<F>::quantize_act(x, out, n);
-    else if (const FormatKernels* k = ext_kernels(Isa::AVX2, w))
-      k->quantize_act(x, out, n);
-    else
-      kKernelsScalar.quantize_act(w, x, out, n);
-  });
-}
-
-float vec_dot(GgmlType w, int64_t n, const void* w_row, const void* act_row) {
-  check_row_elems(w, n);
-  return quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F>) {
-      const uint8_t* wp = static_cast<const uint8_t*>(w_row);
-      const uint8_t* ap = static_cast<const uint8_t*>(act_row);
-      float out;
-      Simd<F>::Mk::template tile<1, 1>(n, &wp, &ap, &out);
-      return out;
-    } else if constexpr (HasFamily<F>) {
-      return Simd<F>::vec_dot(n, w_row, act_row);
-    } else if (const FormatKernels* k = ext_kernels(Isa::AVX2, w)) {
-      return k->vec_dot(n, w_row, act_row);
-    } else {
-      return kKernelsScalar.vec_dot(w, n, w_row, act_row);
-    }
-  });
-}
-
-void gemm(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
-          const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-  check_row_elems(w, n);
-  quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F>)
-      tiled::gemm<typename Simd<F>::Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else if constexpr (HasFamily<F>)
-      Simd<F>::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else if (const FormatKernels* k = ext_kernels(Isa::AVX2, w))
-      k->gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else
-      kKernelsScalar.gemm(w, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-  });
-}
-
 }  // namespace
 
-const Kernels kKernelsAvx2 = {Isa::AVX2, &quantize_act, &vec_dot, &gemm};
+constinit const Registry kFloatQ8Avx2Part = make_registry<Simd>();
 
 }  // namespace df::cpu

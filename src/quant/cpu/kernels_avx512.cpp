@@ -6,10 +6,7 @@
 //   F16  : both sides widened with vcvtph2ps (exact), f32 FMA.
 //   BF16 : vdpbf16ps, as ggml-cpu's AVX512_BF16 build: bf16 products are exact in f32, the
 //          adds round to nearest even with denormals treated as zero (the instruction's DAZ).
-//   Q8_0 : exact int32 block sums with vpdpbusd, scaled by fp16(dw)*fp16(da) and accumulated
-//          in f32 lanes (block b in lanes 0-7, block b+1 in lanes 8-15), as ggml's per-lane
-//          FMA accumulation. vpdpbusd multiplies unsigned by signed bytes, so the weight is
-//          offset to w+128 and 128*sum(a) subtracted: exact for every int8 input.
+//   Q8_0 : the AVX2 kernel (see below).
 #include <immintrin.h>
 
 #include <cstring>
@@ -22,13 +19,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-#include "quant/cpu/family_kernels.h"
-#include "quant/cpu/gemm_tiled.h"
-#include "quant/cpu/kernels_isa.h"
-#include "quant/formats.h"
-
-
-
+#include "quant/cpu/registry.h"
 
 namespace df::cpu {
 namespace {
@@ -135,11 +126,10 @@ struct MkFloat {
   }
 };
 
-// ---------------- Q8_0 ----------------
-
 // ---------------- activation quantisers (bit exact with the formats' quantize_act) ----------------
 
-void quantize_act_f16(const float* x, uint16_t* y, int64_t n) {
+void quantize_act_f16(const float* x, void* out, int64_t n) {
+  uint16_t* y = static_cast<uint16_t*>(out);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
@@ -166,7 +156,8 @@ __m256i bf16_round(__m512 v) {
   return _mm512_cvtepi32_epi16(res);
 }
 
-void quantize_act_bf16(const float* x, uint16_t* y, int64_t n) {
+void quantize_act_bf16(const float* x, void* out, int64_t n) {
+  uint16_t* y = static_cast<uint16_t*>(out);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), bf16_round(_mm512_loadu_ps(x + i)));
@@ -176,102 +167,34 @@ void quantize_act_bf16(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-// ---------------- per-format registry ----------------
+// ---------------- this file's part of the AVX-512 registry (registry.h) ----------------
 
-// Simd<F>: this ISA's kernels for weight format F; formats without a specialisation use
-// the AVX2 kernels. Tiles: 4 weight rows x 4 activation rows for prefill; decode
-// (n_act == 1) walks one weight row at a time: on Zen 4 one sequential stream per row with
-// 2-4 accumulator chains measured as fast as llama.cpp's own kernels (hot and cold), while
-// 2-4 interleaved row streams were up to 2x slower (bench/bench_matvec.cpp).
-template <class F>
-struct Simd;
-template <>
-struct Simd<FormatF32> {
-  using Mk = MkFloat<ElemF32, 4, 4, 1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
-  }
+// Formats without a specialisation here run the AVX2 kernels (registry.h's fallback rule).
+// Tiles: 4 weight rows x 4 activation rows for prefill; decode (n_act == 1) walks one weight
+// row at a time: on Zen 4 one sequential stream per row with 2-4 accumulator chains measured
+// as fast as llama.cpp's own kernels (hot and cold), while 2-4 interleaved row streams were
+// up to 2x slower (bench/bench_matvec.cpp).
+// The float formats are their own activation formats: microkernel over elements E,
+// activation quantiser Q.
+template <class E, void (*Q)(const float*, void*, int64_t)>
+struct FloatSimd {
+  using Mk = MkFloat<E, 4, 4, 1>;
+  static void quantize(const float* x, void* y, int64_t n) { Q(x, y, n); }
 };
-template <>
-struct Simd<FormatF16> {
-  using Mk = MkFloat<ElemF16, 4, 4, 1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    quantize_act_f16(x, static_cast<uint16_t*>(y), n);
-  }
-};
-template <>
-struct Simd<FormatBF16> {
-  using Mk = MkFloat<ElemBF16, 4, 4, 1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    quantize_act_bf16(x, static_cast<uint16_t*>(y), n);
-  }
-};
-// Q8_0 has no AVX-512 specialisation on purpose: llama.cpp's AVX-512 (zen4) build runs
-// the AVX2 Q8_0 dot product, and using our AVX2 kernel keeps the f32 accumulation order,
-// and so the results, identical to it (measured: logits bit-equal on Q8_0 models, while
-// the VNNI kernel differed in the last bits and flipped later roundings).
-
-// Format families with their own translation units (family_kernels.h).
-template <class F>
-  requires kLegacyFamily<F>
-struct Simd<F> : LegacyAvx512<F> {};
-template <class F>
-  requires kKquantFamily<F>
-struct Simd<F> : KquantAvx512<F> {};
+void copy_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
 
 template <class F>
-concept HasSimd = requires { typename Simd<F>::Mk; };
-template <class F>
-concept HasFamily = kLegacyFamily<F> || kKquantFamily<F>;
-
-void quantize_act(GgmlType w, const float* x, void* out, int64_t n) {
-  check_row_elems(w, n);
-  quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F> || HasFamily<F>)
-      Simd<F>::quantize_act(x, out, n);
-    else if (const FormatKernels* k = ext_kernels(Isa::AVX512, w))
-      k->quantize_act(x, out, n);
-    else
-      kKernelsAvx2.quantize_act(w, x, out, n);
-  });
-}
-
-float vec_dot(GgmlType w, int64_t n, const void* w_row, const void* act_row) {
-  check_row_elems(w, n);
-  return quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F>) {
-      const uint8_t* wp = static_cast<const uint8_t*>(w_row);
-      const uint8_t* ap = static_cast<const uint8_t*>(act_row);
-      float out;
-      Simd<F>::Mk::template tile<1, 1>(n, &wp, &ap, &out);
-      return out;
-    } else if constexpr (HasFamily<F>) {
-      return Simd<F>::vec_dot(n, w_row, act_row);
-    } else if (const FormatKernels* k = ext_kernels(Isa::AVX512, w)) {
-      return k->vec_dot(n, w_row, act_row);
-    } else {
-      return kKernelsAvx2.vec_dot(w, n, w_row, act_row);
-    }
-  });
-}
-
-void gemm(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
-          const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-  check_row_elems(w, n);
-  quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F>)
-      tiled::gemm<typename Simd<F>::Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else if constexpr (HasFamily<F>)
-      Simd<F>::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else if (const FormatKernels* k = ext_kernels(Isa::AVX512, w))
-      k->gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else
-      kKernelsAvx2.gemm(w, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-  });
-}
+struct Simd {};
+template <> struct Simd<FormatF32> : FloatSimd<ElemF32, &copy_f32> {};
+template <> struct Simd<FormatF16> : FloatSimd<ElemF16, &quantize_act_f16> {};
+template <> struct Simd<FormatBF16> : FloatSimd<ElemBF16, &quantize_act_bf16> {};
+// Q8_0 has no AVX-512 kernel on purpose: llama.cpp's AVX-512 (zen4) build runs the AVX2
+// Q8_0 dot product, and using our AVX2 kernel keeps the f32 accumulation order, and so the
+// results, identical to it (measured: logits bit-equal on Q8_0 models, while the VNNI
+// kernel differed in the last bits and flipped later roundings).
 
 }  // namespace
 
-const Kernels kKernelsAvx512 = {Isa::AVX512, &quantize_act, &vec_dot, &gemm};
+constinit const Registry kFloatAvx512Part = make_registry<Simd>();
 
 }  // namespace df::cpu
