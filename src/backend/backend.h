@@ -84,6 +84,9 @@ class Backend {
   virtual void upload(const Tensor& dst, const void* src, size_t bytes) = 0;
   virtual void download(const Tensor& src, void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Called once before a model's weights are loaded with the bytes they take (a device
+  // backend checks that they fit and allocates them in one piece; the CPU backend maps them).
+  virtual void reserve_weights(uint64_t bytes) {}
 
   // ---- ops ----  (shapes: x [n, k] means n rows of k floats)
   // out[i] = table row ids[i] (any weight type, dequantized) -> out [n, dim]

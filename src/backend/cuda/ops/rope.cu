@@ -1,0 +1,45 @@
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/rope.cuh"
+
+namespace df::cuda {
+namespace {
+
+// Does pair i get the token position (true) or position 0 under the IMROPE text rule?
+__device__ bool pair_has_position(const RopeArgs& a, int i) {
+  const int total = a.sections[0] + a.sections[1] + a.sections[2] + a.sections[3];
+  if (total == 0) return true;
+  const int sector = i % total;
+  return (sector % 3 == 0 && sector < 3 * a.sections[0]) || (sector % 3 == 1 && sector < 3 * a.sections[1]) ||
+         (sector % 3 == 2 && sector < 3 * a.sections[2]);
+}
+
+// One block per row; threads over (head, pair).
+__global__ void rope_kernel(float* x, int64_t xs, RopeArgs a, const int32_t* pos, int64_t pos0) {
+  const int64_t r = blockIdx.x;
+  const float p = static_cast<float>(pos ? pos[r] : pos0 + r);
+  const int half = a.n_rot / 2;
+  float* xr = x + r * xs;
+  for (int t = threadIdx.x; t < a.n_head * half; t += blockDim.x) {
+    const int h = t / half, i = t % half;
+    if (!pair_has_position(a, i)) continue;
+    float theta = p;  // p * theta_scale^i by repeated multiplication, as ggml and the CPU backend
+    for (int j = 0; j < i; ++j) theta *= a.theta_scale;
+    float sn, cs;
+    sincosf(theta, &sn, &cs);
+    float* v = xr + static_cast<int64_t>(h) * a.head_dim;
+    const float x0 = v[i], x1 = v[i + half];
+    v[i] = x0 * cs - x1 * sn;
+    v[i + half] = x0 * sn + x1 * cs;
+  }
+}
+
+}  // namespace
+
+void launch_rope_neox(float* x, int64_t x_stride, int64_t rows, const RopeArgs& a, const int32_t* pos,
+                      int64_t pos0, cudaStream_t s) {
+  if (rows == 0) return;
+  rope_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(x, x_stride, a, pos, pos0);
+  launch_check("rope_neox");
+}
+
+}  // namespace df::cuda
