@@ -34,6 +34,11 @@ inline cpu::CpuBackend& cpu_ref() {
   static cpu::CpuBackend b(cpu::CpuOptions{1, cpu::Isa::SCALAR});
   return b;
 }
+// The CPU backend as the engine runs it (every thread, the best ISA): whole-model references.
+inline cpu::CpuBackend& cpu_fast() {
+  static cpu::CpuBackend b(cpu::CpuOptions{});
+  return b;
+}
 
 // A dense tensor on backend `b` holding `data` (rows of `cols` elements of `type`).
 struct Held {

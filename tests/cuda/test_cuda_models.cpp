@@ -49,7 +49,8 @@ std::string make_model(const std::string& name, const std::string& args) {
   const fs::path dir = fs::temp_directory_path() / ("df_cuda_tests_" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::string path = (dir / (name + ".gguf")).string();
-  const std::string cmd = make_model_tool() + " -o " + path + " " + args + " > /dev/null";
+  const std::string cmd = make_model_tool() + " -o " + path + " --vocab-text " +
+                          source_file("tools/make_model/vocab_corpus.txt") + " " + args + " > /dev/null";
   if (std::system(cmd.c_str()) != 0) throw Error("failed: " + cmd);
   return path;
 }
@@ -115,7 +116,7 @@ TEST_P(CudaModels, LogitsAtEveryPositionAndGreedy) {
   DF_REQUIRE_GPU();
   const ModelCase& c = GetParam();
   const std::string path = make_model(c.name, c.args);
-  Loaded cpu = load(path, cpu_ref());
+  Loaded cpu = load(path, cpu_fast());
   Loaded gpu_m = load(path, *gpu());
   const int64_t V = cpu.model->info().n_vocab, T = 40;
   const auto tokens = random_tokens(T, V, 5);
@@ -199,7 +200,7 @@ double perplexity(Model& m, const std::vector<int32_t>& tokens, int64_t n_ctx) {
 TEST(CudaDefaultModel, HeldOutPerplexityWithinHalfAPercent) {
   DF_REQUIRE_GPU();
   const std::string path = source_file("models/default.gguf");
-  Loaded cpu = load(path, cpu_ref());
+  Loaded cpu = load(path, cpu_fast());
   Loaded gpu_m = load(path, *gpu());
   auto tok = Tokenizer::from_gguf(*cpu.file);
   std::FILE* f = std::fopen(source_file("models/heldout.txt").c_str(), "rb");

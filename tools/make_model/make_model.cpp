@@ -53,15 +53,27 @@ struct Shape {
   bool tied = false;
 };
 
+constexpr const char* kPresets = "default | bench05b | qwen3_06b | qwen3_4b | qwen35_27b";
+
 Shape preset(const std::string& name) {
   Shape s;
   if (name == "default") return s;
-  if (name == "bench05b") {  // Qwen3-0.6B's shape
+  if (name == "bench05b" || name == "qwen3_06b") {  // Qwen3-0.6B's shape
     s.layers = 28, s.dim = 1024, s.ff = 3072, s.heads = 16, s.kv_heads = 8, s.head_dim = 128;
     s.vocab = 151936, s.ctx = 40960, s.tied = true;
     return s;
   }
-  throw Error("unknown preset '" + name + "' (default | bench05b)");
+  if (name == "qwen3_4b") {  // Qwen3-4B's shape
+    s.layers = 36, s.dim = 2560, s.ff = 9728, s.heads = 32, s.kv_heads = 8, s.head_dim = 128;
+    s.vocab = 151936, s.ctx = 40960, s.tied = true;
+    return s;
+  }
+  if (name == "qwen35_27b") {  // Qwen3.5-27B's trunk: 64 layers (every 4th full attention)
+    s.layers = 64, s.dim = 5120, s.ff = 17408, s.heads = 24, s.kv_heads = 4, s.head_dim = 256;
+    s.vocab = 248320, s.ctx = 40960, s.tied = false, s.rope_base = 10000000.0f;
+    return s;
+  }
+  throw Error("unknown preset '" + name + "' (" + kPresets + ")");
 }
 
 // Any type the CPU kernels can quantise to (quantize_row_ref), by ggml's name.
@@ -113,14 +125,7 @@ class ModelWriter {
     if (cols % type_info(type_).block_elems != 0)
       throw Error("tensor " + name + ": row length " + std::to_string(cols) + " is not a multiple of the " +
                   std::string(type_name(type_)) + " block");
-    Rng rng(name_seed(seed_, name));
-    const size_t rb = row_bytes(type_, cols);
-    std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& x : row) x = sigma * rng.normal();
-      cpu::quantize_row_ref(type_, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
-    }
+    const std::vector<uint8_t> data = random_matrix(name_seed(seed_, name), sigma, type_, cols, rows);
     w_.add_tensor(name, type_, {cols, rows}, data.data(), data.size());
     n_params_ += cols * rows;
   }
@@ -210,7 +215,7 @@ int run(int argc, char** argv) {
   app.add_option("--arch", o.arch, "qwen3 | qwen35")->check(CLI::IsMember({"qwen3", "qwen35"}));
   Qwen35Flags q35;
   add_qwen35_flags(app, q35);
-  app.add_option("--preset", o.preset, "default | bench05b");
+  app.add_option("--preset", o.preset, kPresets);
   app.add_option("--layers", layers);
   app.add_option("--dim", dim);
   app.add_option("--ff", ff);
@@ -238,6 +243,17 @@ int run(int argc, char** argv) {
   if (!o.vocab_text.empty() && !o.vocab_from.empty()) throw Error("--vocab-text and --vocab-from are exclusive");
 
   Shape s = preset(o.preset);
+  if (o.preset == "qwen35_27b") {  // the linear-attention shape of Qwen3.5-27B
+    if (app.count("--arch") && o.arch != "qwen35") throw Error("--preset qwen35_27b is a qwen35 model");
+    o.arch = "qwen35";
+    auto def = [](int& v, int d) { v = v ? v : d; };
+    def(q35.rot_dims, 64);
+    def(q35.ssm_state, 128);
+    def(q35.ssm_k_heads, 16);
+    def(q35.ssm_v_heads, 48);
+    def(q35.conv_kernel, 4);
+    def(q35.full_attn_interval, 4);
+  }
   if (layers) s.layers = layers;
   if (dim) s.dim = dim;
   if (ff) s.ff = ff;

@@ -104,8 +104,9 @@ struct Decode<GgmlType::Q5_0> {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const int q = b[6 + j];
-      out[j] = d * static_cast<float>(((q & 15) | (((qh >> j) & 1) << 4)) - 16);
-      out[j + 16] = d * static_cast<float>(((q >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
+      const int hi0 = static_cast<int>((qh >> j) & 1) << 4, hi1 = static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      out[j] = d * static_cast<float>(((q & 15) | hi0) - 16);
+      out[j + 16] = d * static_cast<float>(((q >> 4) | hi1) - 16);
     }
   }
 };
