@@ -22,7 +22,7 @@ const char* kModelArgs =
 std::unique_ptr<Engine> load(const std::string& path, int64_t every = 0, int max_kept = 4, int64_t chunk = 16) {
   EngineOptions eo;
   eo.model_path = path;
-  eo.threads = 2;
+  eo.cpu.threads = 2;
   eo.n_ctx = 512;
   eo.prefill_chunk = chunk;
   eo.checkpoint_every = every;

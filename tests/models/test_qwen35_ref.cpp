@@ -106,7 +106,7 @@ TEST_P(Qwen35Ref, LogitsAndGreedyMatchLlamaCpp) {
     SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
     EngineOptions eo;
     eo.model_path = model;
-    eo.threads = 2;
+    eo.cpu.threads = 2;
     eo.n_ctx = 256;
     eo.prefill_chunk = chunk;
     eo.kv_f32 = true;

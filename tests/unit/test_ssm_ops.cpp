@@ -115,7 +115,7 @@ void conv_case(int64_t C, int64_t K, const std::vector<int64_t>& chunks) {
     int64_t t0 = 0;
     for (auto n : chunks) {
       const Tensor x = view(xs, wide).slice_rows(t0, n).slice_cols(c0, C);
-      b.ssm_conv(x, view(state, C), view(w, K), view(out, C).slice_rows(t0, n));
+      b.ssm_conv(x, view(state, C), view(w, K), view(out, C).slice_rows(t0, n), Tensor{});
       t0 += n;
     }
     EXPECT_LT(nerr(ref, out), 1e-12) << "C " << C << " " << cpu::isa_name(isa);
@@ -196,7 +196,7 @@ void delta_case(int64_t Hk, int64_t Hv, int64_t d, const std::vector<int64_t>& c
       const Tensor m = view(qkv, wide).slice_rows(t0, n);
       b.gated_delta_rule(m.slice_cols(0, Hk * d), m.slice_cols(Hk * d, Hk * d), m.slice_cols(2 * Hk * d, Hv * d),
                          view(g, Hv).slice_rows(t0, n), view(beta, Hv).slice_rows(t0, n), view(state, d), scale,
-                         view(out, Hv * d).slice_rows(t0, n));
+                         view(out, Hv * d).slice_rows(t0, n), Tensor{});
       t0 += n;
     }
     EXPECT_LT(nerr(want, out), 1e-10) << "Hk " << Hk << " Hv " << Hv << " d " << d << " " << cpu::isa_name(isa);
