@@ -20,7 +20,7 @@ inline cuda::CudaBackend* gpu() {
   static bool tried = false;
   if (!tried) {
     tried = true;
-    if (cuda::device_count(&why) > 0) b = std::make_unique<cuda::CudaBackend>(cuda::CudaOptions{});
+    if (cuda::probe_devices(&why) > 0) b = std::make_unique<cuda::CudaBackend>(cuda::CudaOptions{});
   }
   return b.get();
 }
@@ -53,6 +53,15 @@ inline Held put(Backend& b, GgmlType type, int64_t cols, int64_t rows, const voi
 }
 inline Held put_f32(Backend& b, const std::vector<float>& v, int64_t cols) {
   return put(b, GgmlType::F32, cols, static_cast<int64_t>(v.size()) / cols, v.data());
+}
+// Positions pos0 .. pos0 + n - 1 (or ids) as an I32 [n, 1] tensor.
+inline Held put_i32(Backend& b, const std::vector<int32_t>& v) {
+  return put(b, GgmlType::I32, 1, static_cast<int64_t>(v.size()), v.data());
+}
+inline Held positions(Backend& b, int64_t pos0, int64_t n) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = static_cast<int32_t>(pos0 + i);
+  return put_i32(b, p);
 }
 inline std::vector<float> get_f32(Backend& b, const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.rows * t.cols));

@@ -84,7 +84,8 @@ std::vector<float> logits_by_chunks(Model& m, const std::vector<int32_t>& tokens
   std::vector<float> out(tokens.size() * static_cast<size_t>(V));
   int64_t pos = 0;
   for (int64_t c : chunks) {
-    m.forward(*st, tokens.data() + pos, c, pos, true, out.data() + pos * V);
+    const ForwardOutputs o = m.forward(*st, Batch::sequence(tokens.data() + pos, c, pos, true));
+    m.backend().download(o.logits, out.data() + pos * V, static_cast<size_t>(c * V) * sizeof(float));
     pos += c;
   }
   EXPECT_EQ(pos, static_cast<int64_t>(tokens.size()));
@@ -134,8 +135,9 @@ TEST_P(CudaModels, LogitsAtEveryPositionAndGreedy) {
   int32_t tok = tokens[0];
   int ties = 0, steps = 48;
   for (int64_t p = 0; p < steps; ++p) {
-    cpu.model->forward(*sc, &tok, 1, p, false, lc.data());
-    gpu_m.model->forward(*sg, &tok, 1, p, false, lg.data());
+    const Batch b = Batch::sequence(&tok, 1, p, false);
+    cpu_fast().download(cpu.model->forward(*sc, b).logits, lc.data(), lc.size() * sizeof(float));
+    gpu()->download(gpu_m.model->forward(*sg, b).logits, lg.data(), lg.size() * sizeof(float));
     const auto ac = static_cast<int32_t>(std::max_element(lc.begin(), lc.end()) - lc.begin());
     const auto ag = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
     if (ac != ag) {
@@ -191,7 +193,8 @@ double perplexity(Model& m, const std::vector<int32_t>& tokens, int64_t n_ctx) {
   int64_t count = 0;
   for (int64_t c = 0; c < n_chunk; ++c) {
     const int32_t* w = tokens.data() + c * n_ctx;
-    m.forward(*st, w, n_ctx, 0, true, logits.data());
+    m.backend().download(m.forward(*st, Batch::sequence(w, n_ctx, 0, true)).logits, logits.data(),
+                         logits.size() * sizeof(float));
     for (int64_t j = n_ctx / 2; j < n_ctx - 1; ++j, ++count) nll += nll_of(logits.data() + j * V, V, w[j + 1]);
   }
   return std::exp(nll / static_cast<double>(count));

@@ -47,12 +47,13 @@ TEST(CudaOps, RmsNormAndPerHead) {
   }
 }
 
-TEST(CudaOps, MatmulEveryDecodedType) {
+TEST(CudaOps, MatmulTypesAndRowCounts) {
   DF_REQUIRE_GPU();
   struct Case { GgmlType t; double budget; };
   const Case cases[] = {{GgmlType::F32, 1e-10}, {GgmlType::F16, 1e-6}, {GgmlType::BF16, 1e-4},
                         {GgmlType::Q8_0, 1e-4}, {GgmlType::Q4_0, 1e-4}, {GgmlType::Q4_1, 1e-4},
-                        {GgmlType::Q5_0, 1e-4}, {GgmlType::Q5_1, 1e-4}};
+                        {GgmlType::Q5_0, 1e-4}, {GgmlType::Q5_1, 1e-4}, {GgmlType::Q4_K, 1e-4},
+                        {GgmlType::Q6_K, 1e-4}, {GgmlType::Q2_K, 1e-3}};
   const int64_t k = 256, m = 200;
   for (const Case& c : cases) {
     std::vector<uint8_t> wq(row_bytes(c.t, k) * m);
@@ -73,8 +74,9 @@ TEST(CudaOps, MatmulEveryDecodedType) {
 
 TEST(CudaOps, GetRows) {
   DF_REQUIRE_GPU();
-  const int64_t cols = 128, rows = 50;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_1}) {
+  const int64_t cols = 256, rows = 50;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_1,
+                     GgmlType::Q4_K, GgmlType::Q6_K}) {
     std::vector<uint8_t> wq(row_bytes(t, cols) * rows);
     const auto wf = randn(static_cast<size_t>(cols * rows), 3);
     for (int64_t r = 0; r < rows; ++r)
@@ -83,7 +85,7 @@ TEST(CudaOps, GetRows) {
     compare([&](Backend& b) -> Outputs {
       const Tensor table = b.weight(t, cols, rows, wq.data());
       auto out = put_f32(b, std::vector<float>(ids.size() * cols), cols);
-      b.get_rows(table, ids.data(), static_cast<int64_t>(ids.size()), out.t);
+      b.get_rows(table, put_i32(b, ids).t, out.t);
       return {get_f32(b, out.t)};
     }, 0.0, std::string("get_rows ") + std::string(type_name(t)));  // dequantization is exact
   }
@@ -94,42 +96,38 @@ TEST(CudaOps, RopePartialRotary) {
   for (int32_t n_rot : {64, 32}) {
     compare([&](Backend& b) -> Outputs {
       auto x = put_f32(b, randn(5 * 4 * 64, 4), 4 * 64);
-      b.rope_neox(x.t, 4, 64, n_rot, 1000, 1e6f);
+      RopeParams rp;
+      rp.n_head = 4, rp.head_dim = 64, rp.n_rot = n_rot, rp.freq_base = 1e6f;
+      b.rope(x.t, positions(b, 1000, 5).t, rp);
       return {get_f32(b, x.t)};
     }, 1e-10, "rope n_rot=" + std::to_string(n_rot));
   }
 }
 
-TEST(CudaOps, RopeDevicePositionsAndSections) {
+TEST(CudaOps, RopeSections) {
   DF_REQUIRE_GPU();
+  // IMROPE text sections: the same table on both backends (pairs of section 3 keep their
+  // values), and on the GPU those pairs bit-equal to the input.
+  RopeParams rp;
+  rp.n_head = 2, rp.head_dim = 64, rp.n_rot = 32, rp.freq_base = 1e4f;
+  rp.sections[0] = 2, rp.sections[1] = 2, rp.sections[2] = 2, rp.sections[3] = 2;
+  const auto in = randn(3 * 2 * 64, 6);
+  compare([&](Backend& b) -> Outputs {
+    auto x = put_f32(b, in, 2 * 64);
+    b.rope(x.t, positions(b, 40, 3).t, rp);
+    return {get_f32(b, x.t)};
+  }, 1e-10, "rope sections");
   cuda::CudaBackend& g = *gpu();
-  // Device positions give the same rotation as pos0 + r.
-  auto x1 = put_f32(g, randn(3 * 2 * 64, 5), 2 * 64);
-  auto x2 = put_f32(g, randn(3 * 2 * 64, 5), 2 * 64);
-  const std::vector<int32_t> pos = {40, 41, 42};
-  auto p = put(g, GgmlType::I32, 1, 3, pos.data());
-  g.rope_neox(x1.t, 2, 64, 64, 40, 1e4f);
-  const int32_t none[4] = {0, 0, 0, 0};
-  g.rope_dev(x2.t, p.t, 2, 64, 64, 1e4f, none);
-  EXPECT_EQ(get_f32(g, x1.t), get_f32(g, x2.t));
-  // Sections [2, 2, 2, 2] over 16 pairs (n_rot 32): pairs whose sector is in section 3 keep
-  // their values; the others rotate as plain NeoX.
-  const auto in = randn(1 * 64, 6);
-  auto a = put_f32(g, in, 64), ref = put_f32(g, in, 64);
-  const int32_t sec[4] = {2, 2, 2, 2};
-  auto p1 = put(g, GgmlType::I32, 1, 1, pos.data());
-  g.rope_dev(a.t, p1.t, 1, 64, 32, 1e4f, sec);
-  g.rope_neox(ref.t, 1, 64, 32, 40, 1e4f);
-  const auto got = get_f32(g, a.t), want = get_f32(g, ref.t);
-  for (int i = 0; i < 16; ++i) {
-    const int sector = i % 8;
-    const bool rot = (sector % 3 == 0 && sector < 6) || (sector % 3 == 1 && sector < 6) || (sector % 3 == 2 && sector < 6);
-    for (int d : {i, i + 16}) {
-      if (rot) EXPECT_EQ(got[d], want[d]) << "pair " << i;
-      else EXPECT_EQ(got[d], in[d]) << "pair " << i;
-    }
-  }
-  for (int d = 32; d < 64; ++d) EXPECT_EQ(got[d], in[d]);
+  auto x = put_f32(g, in, 2 * 64);
+  g.rope(x.t, positions(g, 40, 3).t, rp);
+  const auto got = get_f32(g, x.t);
+  for (int r = 0; r < 3; ++r)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 16; ++i) {
+        const int sector = i % 8;
+        if (sector < 6) continue;  // sectors 6, 7: section 3 (3 * 2 = 6 <= sector)
+        for (int d : {i, i + 16}) EXPECT_EQ(got[r * 128 + h * 64 + d], in[r * 128 + h * 64 + d]) << "pair " << i;
+      }
 }
 
 // Fills the cache with `filled` positions, then attends n rows at positions filled - n ...
@@ -139,11 +137,11 @@ void attention_case(int32_t n_head, int32_t n_kv, int32_t hd, int64_t n_ctx, int
     KvCache c = b.alloc_kv_cache(n_ctx, kv, GgmlType::F16);
     auto k = put_f32(b, randn(static_cast<size_t>(filled * kv), 21), kv);
     auto v = put_f32(b, randn(static_cast<size_t>(filled * kv), 22), kv);
-    b.kv_store(c, k.t, v.t, 0);
+    b.kv_store(c, k.t, v.t, positions(b, 0, filled).t);
     auto q = put_f32(b, randn(static_cast<size_t>(n * qd), 23, 2.0f), qd);
     auto out = put_f32(b, std::vector<float>(n * qd, NAN), qd);
     AttentionParams p{n_head, n_kv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
-    b.attention(q.t, c, filled - n, p, out.t);
+    b.attention(q.t, c, positions(b, filled - n, n).t, p, out.t);
     return {get_f32(b, out.t)};
   }, 1e-5, "attention heads " + std::to_string(n_head) + "/" + std::to_string(n_kv) + " hd " + std::to_string(hd) +
                " ctx " + std::to_string(n_ctx) + " filled " + std::to_string(filled) + " n " + std::to_string(n));
@@ -213,9 +211,12 @@ TEST(CudaOps, SsmConvWithState) {
         auto st = put_f32(b, randn((K - 1) * C, 52), C);
         auto w = put_f32(b, randn(C * K, 53), K);
         auto y = put_f32(b, std::vector<float>(n * C), C);
-        b.ssm_conv(x.t.slice_cols(8, C), st.t, w.t, y.t);
-        b.ssm_conv(x.t.slice_cols(8, C), st.t, w.t, y.t);  // again: the carried state
-        return {get_f32(b, y.t), get_f32(b, st.t)};
+        auto snap = put_f32(b, std::vector<float>(4 * (K - 1) * C, NAN), C);  // 4 slots
+        b.ssm_conv(x.t.slice_cols(8, C), st.t, w.t, y.t, Tensor{});
+        b.ssm_conv(x.t.slice_cols(8, C), st.t, w.t, y.t, snap.t);  // again: the carried state
+        auto s = get_f32(b, snap.t);
+        s.resize(static_cast<size_t>(std::min<int64_t>(n, 4) * (K - 1) * C));  // slots written
+        return {get_f32(b, y.t), get_f32(b, st.t), s};
       }, 1e-10, "ssm_conv n=" + std::to_string(n) + " K=" + std::to_string(K));
     }
   }
@@ -238,9 +239,13 @@ TEST(CudaOps, GatedDeltaRule) {
       b.unary(UnaryOp::SIGMOID, beta.t, beta.t);
       auto st = put_f32(b, randn(c.Hv * c.d * c.d, 65, 0.1f), c.d);
       auto out = put_f32(b, std::vector<float>(c.n * vd), vd);
-      b.gated_delta_rule(q, k, v, gate.t, beta.t, st.t, 1.0f / std::sqrt(static_cast<float>(c.d)), out.t);
-      b.gated_delta_rule(q, k, v, gate.t, beta.t, st.t, 1.0f / std::sqrt(static_cast<float>(c.d)), out.t);
-      return {get_f32(b, out.t), get_f32(b, st.t)};
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+      auto snap = put_f32(b, std::vector<float>(3 * vd * c.d, NAN), c.d);  // 3 slots
+      b.gated_delta_rule(q, k, v, gate.t, beta.t, st.t, scale, out.t, Tensor{});
+      b.gated_delta_rule(q, k, v, gate.t, beta.t, st.t, scale, out.t, snap.t);
+      auto s = get_f32(b, snap.t);
+      s.resize(static_cast<size_t>(std::min<int64_t>(c.n, 3) * vd * c.d));
+      return {get_f32(b, out.t), get_f32(b, st.t), s};
     }, 1e-9, "gated_delta_rule d=" + std::to_string(c.d) + " n=" + std::to_string(c.n));
   }
 }
@@ -271,23 +276,24 @@ TEST(CudaOps, GraphReplayAtNewPositions) {
   const int32_t H = 4, Hk = 2, hd = 64;
   const int64_t kv = Hk * hd, qd = H * hd, n_ctx = 2048;
   AttentionParams p{H, Hk, hd, 0.125f};
-  const int32_t none[4] = {0, 0, 0, 0};
+  RopeParams rq, rk;
+  rq.n_head = H, rq.head_dim = hd, rq.n_rot = hd;
+  rk = rq;
+  rk.n_head = Hk;
   auto run = [&](bool graph) {
     KvCache c = g.alloc_kv_cache(n_ctx, kv, GgmlType::F16);
     auto q = put_f32(g, std::vector<float>(qd), qd);
     auto k = put_f32(g, std::vector<float>(kv), kv);
     auto v = put_f32(g, std::vector<float>(kv), kv);
     auto out = put_f32(g, std::vector<float>(qd), qd);
-    std::vector<int32_t> zero = {0};
-    auto pos = put(g, GgmlType::I32, 1, 1, zero.data());
+    auto pos = positions(g, 0, 1);
     auto step = [&] {
-      g.rope_dev(q.t, pos.t, H, hd, hd, 1e4f, none);
-      g.rope_dev(k.t, pos.t, Hk, hd, hd, 1e4f, none);
-      g.kv_store_dev(c, k.t, v.t, pos.t);
-      g.attention_dev(q.t, c, pos.t, p, out.t);
+      g.rope(q.t, pos.t, rq);
+      g.rope(k.t, pos.t, rk);
+      g.kv_store(c, k.t, v.t, pos.t);
+      g.attention(q.t, c, pos.t, p, out.t);
     };
-    std::unique_ptr<cuda::OpGraph> graph_exec;
-    if (graph) graph_exec = g.record(step);
+    std::unique_ptr<OpGraph> graph_exec;
     std::vector<float> all;
     for (int32_t t = 0; t < 600; ++t) {
       const auto qv = randn(qd, 100 + t), kvv = randn(kv, 2000 + t), vv = randn(kv, 4000 + t);
@@ -295,7 +301,14 @@ TEST(CudaOps, GraphReplayAtNewPositions) {
       g.upload(k.t, kvv.data(), k.t.nbytes());
       g.upload(v.t, vv.data(), v.t.nbytes());
       g.upload(pos.t, &t, sizeof t);
-      if (graph) g.replay(*graph_exec); else step();
+      if (!graph) {
+        step();
+      } else if (!graph_exec) {
+        graph_exec = g.record(step);  // records and runs this step
+        EXPECT_TRUE(graph_exec);
+      } else {
+        g.replay(*graph_exec);
+      }
       if (t % 97 == 0 || t == 599) {
         const auto o = get_f32(g, out.t);
         all.insert(all.end(), o.begin(), o.end());
@@ -305,6 +318,37 @@ TEST(CudaOps, GraphReplayAtNewPositions) {
   };
   const auto eager = run(false), replayed = run(true);
   EXPECT_EQ(eager, replayed);
+}
+
+// Decode and verify ops give row r the same bits whether the call has 1 row or up to 8.
+TEST(CudaOps, RowCountIndependence) {
+  DF_REQUIRE_GPU();
+  cuda::CudaBackend& g = *gpu();
+  const int64_t k = 512, m = 300, kvd = 2 * 128, qd = 8 * 128, n_ctx = 20000;
+  std::vector<uint8_t> wq(row_bytes(GgmlType::Q4_K, k) * m);
+  const auto wf = randn(static_cast<size_t>(k * m), 81);
+  for (int64_t r = 0; r < m; ++r)
+    cpu::quantize_row_ref(GgmlType::Q4_K, wf.data() + r * k, wq.data() + row_bytes(GgmlType::Q4_K, k) * r, k);
+  const Tensor W = g.weight(GgmlType::Q4_K, k, m, wq.data());
+  auto x = put_f32(g, randn(8 * k, 82), k);
+  auto y8 = put_f32(g, std::vector<float>(8 * m), m), y1 = put_f32(g, std::vector<float>(m), m);
+  g.matmul(W, x.t, y8.t);
+  KvCache c = g.alloc_kv_cache(n_ctx, kvd, GgmlType::F16);
+  auto kk = put_f32(g, randn(static_cast<size_t>(12000 * kvd), 83), kvd);
+  auto vv = put_f32(g, randn(static_cast<size_t>(12000 * kvd), 84), kvd);
+  g.kv_store(c, kk.t, vv.t, positions(g, 0, 12000).t);
+  auto q = put_f32(g, randn(8 * qd, 85), qd);
+  auto o8 = put_f32(g, std::vector<float>(8 * qd), qd), o1 = put_f32(g, std::vector<float>(qd), qd);
+  AttentionParams p{8, 2, 128, 0.088f};
+  g.attention(q.t, c, positions(g, 11992, 8).t, p, o8.t);
+  const auto Y8 = get_f32(g, y8.t), O8 = get_f32(g, o8.t);
+  for (int64_t r = 0; r < 8; ++r) {
+    g.matmul(W, x.t.slice_rows(r, 1), y1.t);
+    g.attention(q.t.slice_rows(r, 1), c, positions(g, 11992 + r, 1).t, p, o1.t);
+    const auto Y1 = get_f32(g, y1.t), O1 = get_f32(g, o1.t);
+    EXPECT_TRUE(std::equal(Y1.begin(), Y1.end(), Y8.begin() + r * m)) << "matmul row " << r;
+    EXPECT_TRUE(std::equal(O1.begin(), O1.end(), O8.begin() + r * qd)) << "attention row " << r;
+  }
 }
 
 }  // namespace

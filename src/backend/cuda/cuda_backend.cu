@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 #include <vector>
+
+#include "backend/backend_factory.h"
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
@@ -10,6 +13,7 @@
 #include "backend/cuda/ops/attention.cuh"
 #include "backend/cuda/ops/delta_rule.cuh"
 #include "backend/cuda/ops/elementwise.cuh"
+#include "backend/cuda/matvec/matvec.cuh"
 #include "backend/cuda/ops/get_rows.cuh"
 #include "backend/cuda/ops/kv_store.cuh"
 #include "backend/cuda/ops/l2_norm.cuh"
@@ -70,7 +74,18 @@ bool same_shape(const Tensor& a, const Tensor& b) { return a.cols == b.cols && a
 
 }  // namespace
 
-int device_count(std::string* why) {
+// The GPU layouts of the weights, by the device address the Tensor of weight() carries.
+struct PackedWeights {
+  cudamv::Context tables;                                   // IQ tables on this device
+  std::unordered_map<const void*, cudamv::PackedWeight> by_data;
+  int32_t* iota = nullptr;                                  // 0, 1, 2, ...: row ids of weight tiles
+  int64_t iota_n = 0;
+  ~PackedWeights() {
+    if (iota) cudaFree(iota);
+  }
+};
+
+int probe_devices(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
@@ -84,14 +99,18 @@ int device_count(std::string* why) {
 
 CudaBackend::CudaBackend(const CudaOptions& opt) {
   std::string why;
-  const int n = device_count(&why);
+  const int n = probe_devices(&why);
   if (n == 0) throw Error("cuda: no usable GPU (" + why + ")");
   if (opt.device < 0 || opt.device >= n)
     throw Error("cuda: device " + std::to_string(opt.device) + " does not exist (" + std::to_string(n) + " found)");
   ctx_ = std::make_unique<CudaContext>(opt.device);
+  weights_ = std::make_unique<PackedWeights>();
 }
 
-CudaBackend::~CudaBackend() = default;
+CudaBackend::~CudaBackend() {
+  ctx_->make_current();
+  weights_.reset();
+}
 
 std::string CudaBackend::name() const {
   return "cuda (" + std::string(ctx_->props().name) + ", device " + std::to_string(ctx_->device()) + ")";
@@ -111,15 +130,55 @@ void CudaBackend::reserve_weights(uint64_t bytes) {
 }
 
 Tensor CudaBackend::weight(GgmlType type, int64_t cols, int64_t rows, const void* host) {
+  check(!ctx_->capturing(), "weight upload while a graph is captured");
   ctx_->make_current();
   Tensor t;
   t.type = type;
   t.cols = cols;
   t.rows = rows;
-  t.stride = row_bytes(type, cols);
-  t.data = ctx_->weight_memory(t.nbytes());
-  cuda_check(cudaMemcpy(t.data, host, t.nbytes(), cudaMemcpyHostToDevice), "upload of a weight");
+  t.stride = row_bytes(type, cols);  // the file's bytes (what a decode step reads)
+  if (type == GgmlType::F32) {
+    // Dense as in the file: norms, convolution weights and gates read it directly. Rows of a
+    // multiple of 8 floats are also matvec/'s raw f32 layout, so matmul uses it in place.
+    t.data = ctx_->weight_memory(t.nbytes());
+    cuda_check(cudaMemcpy(t.data, host, t.nbytes(), cudaMemcpyHostToDevice), "upload of a weight");
+    if (cols % 8 == 0) {
+      cudamv::PackedWeight p;
+      p.type = type, p.cols = cols, p.rows = rows;
+      p.data = static_cast<uint8_t*>(t.data);
+      p.bytes = t.nbytes();
+      p.q_row_bytes = t.stride;
+      p.m_offset = t.nbytes();
+      p.m_row_bytes = 0;
+      p.tables = weights_->tables.tables();
+      weights_->by_data.emplace(t.data, std::move(p));
+    }
+  } else {
+    if (!cudamv::supported(type))
+      throw Error("cuda: weights of type " + std::string(type_name(type)) + " are not supported on the GPU");
+    const size_t bytes = cudamv::packed_bytes(type, cols, rows);
+    void* dst = ctx_->weight_memory(bytes);
+    weights_->by_data.emplace(dst, cudamv::pack_weight(weights_->tables, type, cols, rows, host, dst, ctx_->stream()));
+    t.data = dst;
+  }
+  if (rows > weights_->iota_n) {  // row ids for dequantizing tiles of this weight
+    if (weights_->iota) cuda_check(cudaFree(weights_->iota), "cudaFree(iota)");
+    weights_->iota = nullptr;
+    cuda_check(cudaMalloc(&weights_->iota, static_cast<size_t>(rows) * sizeof(int32_t)), "cudaMalloc(iota)");
+    std::vector<int32_t> ids(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    cuda_check(cudaMemcpy(weights_->iota, ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
+               "upload of row ids");
+    weights_->iota_n = rows;
+  }
   return t;
+}
+
+const cudamv::PackedWeight& CudaBackend::packed(const Tensor& W) const {
+  const auto it = weights_->by_data.find(W.data);
+  if (it == weights_->by_data.end() || it->second.rows != W.rows || it->second.cols != W.cols)
+    throw Error("cuda backend: matmul's matrix must be a weight from weight() (an f32 one: rows of a multiple of 8)");
+  return it->second;
 }
 
 void CudaBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
@@ -142,25 +201,28 @@ void CudaBackend::synchronize() {
 
 // ---- ops ----
 
-void CudaBackend::get_rows(const Tensor& table, const int32_t* ids, int64_t n, const Tensor& out) {
-  check(is_f32(out) && out.cols == table.cols && out.rows >= n, "get_rows shapes");
-  for (int64_t i = 0; i < n; ++i) check(ids[i] >= 0 && ids[i] < table.rows, "get_rows id out of range");
-  ctx_->make_current();
-  auto* dev_ids = static_cast<int32_t*>(ctx_->scratch(static_cast<size_t>(n) * sizeof(int32_t)));
-  cuda_check(cudaMemcpyAsync(dev_ids, ids, static_cast<size_t>(n) * sizeof(int32_t), cudaMemcpyHostToDevice,
-                             ctx_->stream()),
-             "get_rows: upload ids");
-  launch_get_rows(table.type, table.data, table.stride, table.rows, table.cols, dev_ids, n, fp(out), fstride(out),
-                  ctx_->stream());
+namespace {
+bool dense(const Tensor& t) { return t.stride == row_bytes(t.type, t.cols); }
+void check_pos(const Tensor& pos, int64_t rows, const char* op) {
+  if (pos.type != GgmlType::I32 || pos.cols != 1 || pos.rows != rows || pos.stride != sizeof(int32_t))
+    throw Error(std::string("cuda backend: ") + op + ": pos must be a dense I32 [n, 1] tensor of the rows");
 }
+}  // namespace
 
-void CudaBackend::get_rows_dev(const Tensor& table, const Tensor& ids, const Tensor& out) {
-  check(ids.type == GgmlType::I32 && ids.cols == 1, "get_rows ids must be I32 [n, 1]");
+void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  check(ids.type == GgmlType::I32 && ids.cols == 1 && ids.stride == sizeof(int32_t), "get_rows ids must be I32 [n, 1]");
   check(is_f32(out) && out.cols == table.cols && out.rows >= ids.rows, "get_rows shapes");
-  check(ids.stride == sizeof(int32_t), "get_rows ids must be dense");
   ctx_->make_current();
-  launch_get_rows(table.type, table.data, table.stride, table.rows, table.cols, static_cast<const int32_t*>(ids.data),
-                  ids.rows, fp(out), fstride(out), ctx_->stream());
+  const auto* id = static_cast<const int32_t*>(ids.data);
+  const auto it = weights_->by_data.find(table.data);
+  if (it != weights_->by_data.end() && table.type != GgmlType::F32) {
+    check(dense(out), "get_rows of a weight table needs a dense output");
+    cudamv::get_rows(it->second, id, static_cast<int>(ids.rows), fp(out), ctx_->stream());
+    return;
+  }
+  check(is_f32(table), "get_rows of a quantized tensor that is not a weight");
+  launch_gather_rows_f32(fp(table), fstride(table), table.rows, table.cols, id, ids.rows, fp(out), fstride(out),
+                         ctx_->stream());
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) {
@@ -173,60 +235,48 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Te
 void CudaBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
   check(is_f32(x) && is_f32(y), "matmul activations must be f32");
   check(W.cols == x.cols && y.cols == W.rows && y.rows == x.rows, "matmul shapes");
-  check(W.cols % 32 == 0, "matmul: row length must be a multiple of 32");
-  check(x.stride % 16 == 0, "matmul: activation rows must be 16-byte aligned");
   ctx_->make_current();
-  matmul_rows(W, x, y);
-}
-
-void CudaBackend::matmul_rows(const Tensor& W, const Tensor& x, const Tensor& y) {
-  const int64_t n = x.rows;
-  if (n <= kMatvecMaxRows) {
-    launch_matvec_simple(W.type, W.data, W.stride, W.rows, W.cols, fp(x), fstride(x), n, fp(y), fstride(y),
-                         ctx_->stream());
+  const cudamv::PackedWeight& P = packed(W);
+  const int64_t n = x.rows, k = W.cols, m = W.rows;
+  if (n <= cudamv::kMaxRows) {
+    matvec_rows(P, x, y);
     return;
   }
-  if (matmul_tiled_supported(W.type)) {
-    launch_matmul_tiled(W.type, W.data, W.stride, W.rows, W.cols, fp(x), fstride(x), n, fp(y), fstride(y),
-                        ctx_->stream());
-    return;
+  // More rows: dequantize tiles of R weight rows (bounded scratch, never the whole matrix)
+  // and multiply each with every row of x.
+  check(k % 32 == 0, "matmul of more than 8 rows: row length must be a multiple of 32");
+  const int64_t R = std::max<int64_t>(64, std::min<int64_t>(m, (int64_t{32} << 20) / (k * 4) / 64 * 64));
+  float* tile = static_cast<float*>(ctx_->scratch(static_cast<size_t>(R * k) * sizeof(float)));
+  for (int64_t r0 = 0; r0 < m; r0 += R) {
+    const int64_t nr = std::min(R, m - r0);
+    cudamv::get_rows(P, weights_->iota + r0, static_cast<int>(nr), tile, ctx_->stream());
+    launch_matmul_f32_tiled(tile, k, nr, k, fp(x), fstride(x), n, fp(y) + r0, fstride(y), ctx_->stream());
   }
-  // No tile decoder for this format: the matvec kernel over chunks of rows (correct; each
-  // chunk reads the matrix again).
-  for (int64_t r0 = 0; r0 < n; r0 += kMatvecMaxRows)
-    matmul_rows(W, x.slice_rows(r0, std::min(kMatvecMaxRows, n - r0)), y.slice_rows(r0, std::min(kMatvecMaxRows, n - r0)));
 }
 
-namespace {
-RopeArgs rope_args(int32_t n_head, int32_t head_dim, int32_t n_rot, float freq_base, const int32_t* sections) {
+void CudaBackend::matvec_rows(const cudamv::PackedWeight& W, const Tensor& x, const Tensor& y) {
+  if (dense(x) && dense(y)) {
+    cudamv::matvec(W, fp(x), fp(y), static_cast<int>(x.rows), ctx_->stream());
+    return;
+  }
+  // Strided rows: one row at a time (matvec/ gives every row the same bits for any n).
+  for (int64_t r = 0; r < x.rows; ++r)
+    cudamv::matvec(W, fp(x.slice_rows(r, 1)), fp(y.slice_rows(r, 1)), 1, ctx_->stream());
+}
+
+void CudaBackend::rope(const Tensor& x, const Tensor& pos, const RopeParams& p) {
+  check(is_f32(x) && x.cols == static_cast<int64_t>(p.n_head) * p.head_dim && p.n_rot <= p.head_dim &&
+            p.n_rot % 2 == 0 && p.n_rot > 0,
+        "rope shapes");
+  check_pos(pos, x.rows, "rope");
+  ctx_->make_current();
   RopeArgs a;
-  a.n_head = n_head;
-  a.head_dim = head_dim;
-  a.n_rot = n_rot;
-  a.theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
-  if (sections)
-    for (int i = 0; i < 4; ++i) a.sections[i] = sections[i];
-  return a;
-}
-}  // namespace
-
-void CudaBackend::rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot, int64_t pos0,
-                            float freq_base) {
-  check(is_f32(x) && x.cols == static_cast<int64_t>(n_head) * head_dim && n_rot <= head_dim && n_rot % 2 == 0,
-        "rope shapes");
-  ctx_->make_current();
-  launch_rope_neox(fp(x), fstride(x), x.rows, rope_args(n_head, head_dim, n_rot, freq_base, nullptr), nullptr, pos0,
-                   ctx_->stream());
-}
-
-void CudaBackend::rope_dev(const Tensor& x, const Tensor& pos, int32_t n_head, int32_t head_dim, int32_t n_rot,
-                           float freq_base, const int32_t sections[4]) {
-  check(is_f32(x) && x.cols == static_cast<int64_t>(n_head) * head_dim && n_rot <= head_dim && n_rot % 2 == 0,
-        "rope shapes");
-  check(pos.type == GgmlType::I32 && pos.rows == x.rows && pos.stride == sizeof(int32_t), "rope pos must be I32 [n, 1]");
-  ctx_->make_current();
-  launch_rope_neox(fp(x), fstride(x), x.rows, rope_args(n_head, head_dim, n_rot, freq_base, sections),
-                   static_cast<const int32_t*>(pos.data), 0, ctx_->stream());
+  a.n_head = p.n_head;
+  a.head_dim = p.head_dim;
+  a.n_rot = p.n_rot;
+  a.theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));  // as the CPU backend
+  for (int i = 0; i < 4; ++i) a.sections[i] = p.sections[i];
+  launch_rope_neox(fp(x), fstride(x), x.rows, a, static_cast<const int32_t*>(pos.data), 0, ctx_->stream());
 }
 
 KvCache CudaBackend::alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type) {
@@ -241,33 +291,16 @@ KvCache CudaBackend::alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type
   return c;
 }
 
-void CudaBackend::kv_store(KvCache& c, const Tensor& k, const Tensor& v, int64_t pos0) {
+void CudaBackend::kv_store(KvCache& c, const Tensor& k, const Tensor& v, const Tensor& pos) {
   check(is_f32(k) && is_f32(v) && k.cols == c.kv_dim && v.cols == c.kv_dim && k.rows == v.rows, "kv_store shapes");
-  check(pos0 >= 0 && pos0 + k.rows <= c.n_ctx, "kv_store past the cache");
-  ctx_->make_current();
-  launch_kv_store(fp(k), fstride(k), fp(v), fstride(v), k.rows, c.kv_dim, static_cast<__half*>(c.k.data),
-                  static_cast<__half*>(c.v.data), nullptr, pos0, ctx_->stream());
-}
-
-void CudaBackend::kv_store_dev(KvCache& c, const Tensor& k, const Tensor& v, const Tensor& pos) {
-  check(is_f32(k) && is_f32(v) && k.cols == c.kv_dim && v.cols == c.kv_dim && k.rows == v.rows, "kv_store shapes");
-  check(pos.type == GgmlType::I32 && pos.rows == k.rows && pos.stride == sizeof(int32_t), "kv_store pos must be I32 [n, 1]");
+  check_pos(pos, k.rows, "kv_store");
   ctx_->make_current();
   launch_kv_store(fp(k), fstride(k), fp(v), fstride(v), k.rows, c.kv_dim, static_cast<__half*>(c.k.data),
                   static_cast<__half*>(c.v.data), static_cast<const int32_t*>(pos.data), 0, ctx_->stream());
 }
 
-namespace {
-AttnArgs attn_args(const KvCache& c, const AttentionParams& p) {
-  AttnArgs a;
-  a.n_head = p.n_head;
-  a.n_head_kv = p.n_head_kv;
-  a.head_dim = p.head_dim;
-  a.scale = p.scale;
-  a.n_ctx = c.n_ctx;
-  return a;
-}
-void check_attention(const Tensor& q, const KvCache& c, const AttentionParams& p, const Tensor& out) {
+void CudaBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos, const AttentionParams& p,
+                            const Tensor& out) {
   check(is_f32(q) && is_f32(out), "attention q/out must be f32");
   check(q.cols == static_cast<int64_t>(p.n_head) * p.head_dim && out.cols == q.cols && out.rows == q.rows,
         "attention q/out shapes");
@@ -275,31 +308,25 @@ void check_attention(const Tensor& q, const KvCache& c, const AttentionParams& p
         "attention head counts");
   check(c.type == GgmlType::F16, "attention needs an F16 cache");
   check(attention_head_dim_supported(p.head_dim), "attention head_dim must be 32, 64, 128 or 256");
-}
-}  // namespace
-
-void CudaBackend::attention(const Tensor& q, const KvCache& c, int64_t pos0, const AttentionParams& p,
-                            const Tensor& out) {
-  check_attention(q, c, p, out);
-  check(pos0 >= 0 && pos0 + q.rows <= c.n_ctx, "attention past the cache");
+  check_pos(pos, q.rows, "attention");
   ctx_->make_current();
-  const AttnArgs a = attn_args(c, p);
-  float* scratch = static_cast<float*>(ctx_->scratch(attention_scratch_floats(q.rows, a) * sizeof(float) + 16));
-  launch_attention(fp(q), fstride(q), q.rows, static_cast<const __half*>(c.k.data),
-                   static_cast<const __half*>(c.v.data), c.kv_dim, nullptr, pos0, a, scratch, fp(out), fstride(out),
-                   ctx_->stream());
-}
-
-void CudaBackend::attention_dev(const Tensor& q, const KvCache& c, const Tensor& pos, const AttentionParams& p,
-                                const Tensor& out) {
-  check_attention(q, c, p, out);
-  check(pos.type == GgmlType::I32 && pos.rows == q.rows && pos.stride == sizeof(int32_t), "attention pos must be I32 [n, 1]");
-  ctx_->make_current();
-  const AttnArgs a = attn_args(c, p);
+  AttnArgs a;
+  a.n_head = p.n_head;
+  a.n_head_kv = p.n_head_kv;
+  a.head_dim = p.head_dim;
+  a.scale = p.scale;
+  a.n_ctx = c.n_ctx;
   float* scratch = static_cast<float*>(ctx_->scratch(attention_scratch_floats(q.rows, a) * sizeof(float) + 16));
   launch_attention(fp(q), fstride(q), q.rows, static_cast<const __half*>(c.k.data),
                    static_cast<const __half*>(c.v.data), c.kv_dim, static_cast<const int32_t*>(pos.data), 0, a,
                    scratch, fp(out), fstride(out), ctx_->stream());
+}
+
+void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
+  check(is_f32(logits) && out.type == GgmlType::I32 && out.rows == logits.rows && out.stride == sizeof(int32_t),
+        "argmax shapes");
+  ctx_->make_current();
+  launch_argmax(fp(logits), fstride(logits), logits.rows, logits.cols, static_cast<int32_t*>(out.data), ctx_->stream());
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
@@ -351,7 +378,8 @@ void CudaBackend::l2_norm(const Tensor& x, int64_t group, float eps, const Tenso
   launch_l2_norm(fp(x), fstride(x), fp(y), fstride(y), x.rows, x.cols, group, eps, ctx_->stream());
 }
 
-void CudaBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y) {
+void CudaBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y,
+                           const Tensor& snapshots) {
   const int64_t C = x.cols, n = x.rows, K = w.cols;
   check(is_f32(x) && is_f32(state) && is_f32(w) && is_f32(y), "ssm_conv types must be f32");
   check(K >= 2 && K <= kSsmConvMaxKernel && w.rows == C && state.cols == C && state.rows == K - 1 && y.cols == C &&
@@ -360,13 +388,20 @@ void CudaBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w
   check(y.data != x.data, "ssm_conv output must not alias its input");
   check(state.stride == static_cast<size_t>(C) * sizeof(float) && w.stride == static_cast<size_t>(K) * sizeof(float),
         "ssm_conv state and weights must be dense");
+  int64_t n_snap = 0;
+  if (!snapshots.empty()) {
+    check(is_f32(snapshots) && snapshots.cols == C && snapshots.rows % (K - 1) == 0 && dense(snapshots),
+          "ssm_conv snapshots must be dense f32 [m * (K-1), C]");
+    n_snap = std::min(n, snapshots.rows / (K - 1));
+  }
   ctx_->make_current();
-  launch_ssm_conv(fp(x), fstride(x), fp(state), fp(w), fp(y), fstride(y), n, C, static_cast<int>(K), nullptr, 0,
-                  ctx_->stream());
+  launch_ssm_conv(fp(x), fstride(x), fp(state), fp(w), fp(y), fstride(y), n, C, static_cast<int>(K),
+                  n_snap ? fp(snapshots) : nullptr, n_snap, ctx_->stream());
 }
 
 void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                                   const Tensor& beta, const Tensor& state, float scale, const Tensor& out) {
+                                   const Tensor& beta, const Tensor& state, float scale, const Tensor& out,
+                                   const Tensor& snapshots) {
   const int64_t d = state.cols, n = v.rows;
   check(is_f32(q) && is_f32(k) && is_f32(v) && is_f32(g) && is_f32(beta) && is_f32(state) && is_f32(out),
         "gated_delta_rule types must be f32");
@@ -377,6 +412,12 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
   check(g.cols == Hv && beta.cols == Hv && out.cols == Hv * d && state.rows == Hv * d, "gated_delta_rule shapes");
   check(state.stride == static_cast<size_t>(d) * sizeof(float), "gated_delta_rule state must be dense");
   check(delta_rule_head_size_supported(static_cast<int32_t>(d)), "gated_delta_rule head size must be 32, 64, 128 or 256");
+  int64_t n_snap = 0;
+  if (!snapshots.empty()) {
+    check(is_f32(snapshots) && snapshots.cols == d && snapshots.rows % (Hv * d) == 0 && dense(snapshots),
+          "gated_delta_rule snapshots must be dense f32 [m * Hv * d, d]");
+    n_snap = std::min(n, snapshots.rows / (Hv * d));
+  }
   ctx_->make_current();
   DeltaRuleArgs a;
   a.q = fp(q), a.q_stride = fstride(q);
@@ -386,19 +427,14 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
   a.beta = fp(beta), a.beta_stride = fstride(beta);
   a.state = fp(state);
   a.out = fp(out), a.out_stride = fstride(out);
+  a.snapshots = n_snap ? fp(snapshots) : nullptr;
+  a.n_snapshots = n_snap;
   a.n = n;
   a.d = static_cast<int32_t>(d);
   a.n_k_heads = static_cast<int32_t>(Hk);
   a.n_v_heads = static_cast<int32_t>(Hv);
   a.scale = scale;
   launch_gated_delta_rule(a, ctx_->stream());
-}
-
-void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
-  check(is_f32(logits) && out.type == GgmlType::I32 && out.rows == logits.rows && out.stride == sizeof(int32_t),
-        "argmax shapes");
-  ctx_->make_current();
-  launch_argmax(fp(logits), fstride(logits), logits.rows, logits.cols, static_cast<int32_t*>(out.data), ctx_->stream());
 }
 
 // ---- graphs ----
@@ -458,6 +494,16 @@ double CudaBackend::measure_read_bandwidth(size_t bytes, int reps) {
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
   return static_cast<double>(bytes) / (med * 1e-3);
+}
+
+// ---- the factory's entry points (backend_factory.h) ----
+
+int device_count() { return probe_devices(nullptr); }
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
+  CudaOptions o;
+  o.device = opt.cuda_device;
+  return std::make_unique<CudaBackend>(o);
 }
 
 }  // namespace df::cuda

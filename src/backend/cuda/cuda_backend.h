@@ -2,8 +2,12 @@
 // ops/ (raw-pointer launchers; this class checks shapes and turns tensors into pointers and
 // strides). Includes no CUDA header: model code and the CLI see only this.
 //
-// Weights are uploaded once (reserve_weights sizes one arena from the file; a model that does
-// not fit is a df::Error naming the bytes needed and free). KV caches are F16 on the device,
+// Weights are uploaded once and repacked into the matvec kernels' GPU layout (matvec/:
+// quant bits and scales in separate 16-byte aligned planes; reserve_weights sizes one arena
+// from the file; a model that does not fit is a df::Error naming the bytes needed and free).
+// matmul: n <= 8 rows through matvec/ (every format; row r's result is the same bits for any
+// n); more rows dequantize bounded tiles of weight rows (get_rows of the packed layout into
+// scratch) and multiply them with a tiled f32 kernel. KV caches are F16 on the device,
 // K and V each [capacity, kv_dim] (one row per position). No op synchronises or allocates
 // (scratch grows outside graph captures only); download() is the one host read.
 //
@@ -17,22 +21,21 @@
 
 #include "backend/backend.h"
 
+namespace df::cudamv {
+struct PackedWeight;
+}
+
 namespace df::cuda {
 
 class CudaContext;
+struct PackedWeights;
 
 struct CudaOptions {
   int device = 0;
 };
 
 // CUDA devices this process can use; 0 (and the reason in *why) without a driver or a GPU.
-int device_count(std::string* why = nullptr);
-
-// A recorded sequence of ops (a CUDA graph, instantiated).
-class OpGraph {
- public:
-  virtual ~OpGraph() = default;
-};
+int probe_devices(std::string* why);
 
 class CudaBackend final : public Backend {
  public:
@@ -47,15 +50,15 @@ class CudaBackend final : public Backend {
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override;
 
-  void get_rows(const Tensor& table, const int32_t* ids, int64_t n, const Tensor& out) override;
+  void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) override;
   void matmul(const Tensor& W, const Tensor& x, const Tensor& y) override;
-  void rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot, int64_t pos0,
-                 float freq_base) override;
+  void rope(const Tensor& x, const Tensor& pos, const RopeParams& p) override;
   KvCache alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type) override;
-  void kv_store(KvCache& cache, const Tensor& k, const Tensor& v, int64_t pos0) override;
-  void attention(const Tensor& q, const KvCache& cache, int64_t pos0, const AttentionParams& p,
+  void kv_store(KvCache& cache, const Tensor& k, const Tensor& v, const Tensor& pos) override;
+  void attention(const Tensor& q, const KvCache& cache, const Tensor& pos, const AttentionParams& p,
                  const Tensor& out) override;
+  void argmax(const Tensor& logits, const Tensor& out) override;
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& src, const Tensor& dst) override;
@@ -63,24 +66,14 @@ class CudaBackend final : public Backend {
   void sigmoid_mul(const Tensor& gate, const Tensor& x, const Tensor& out) override;
   void softplus_scale(const Tensor& x, const Tensor& bias, const Tensor& scale, const Tensor& out) override;
   void l2_norm(const Tensor& x, int64_t group, float eps, const Tensor& y) override;
-  void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y) override;
+  void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y,
+                const Tensor& snapshots) override;
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        const Tensor& state, float scale, const Tensor& out) override;
-
-  // ---- ops of the forward interface (issue 8) with per-token data in device tensors ----
-  // ids, pos: I32 tensors [n, 1] on the device.
-  void get_rows_dev(const Tensor& table, const Tensor& ids, const Tensor& out);
-  void rope_dev(const Tensor& x, const Tensor& pos, int32_t n_head, int32_t head_dim, int32_t n_rot, float freq_base,
-                const int32_t sections[4]);
-  void kv_store_dev(KvCache& cache, const Tensor& k, const Tensor& v, const Tensor& pos);
-  void attention_dev(const Tensor& q, const KvCache& cache, const Tensor& pos, const AttentionParams& p,
-                     const Tensor& out);
-  // out [n, 1] i32 = argmax of each row of logits [n, V] f32 (lowest index among equals).
-  void argmax(const Tensor& logits, const Tensor& out);
+                        const Tensor& state, float scale, const Tensor& out, const Tensor& snapshots) override;
 
   // ---- graphs ----
-  std::unique_ptr<OpGraph> record(const std::function<void()>& ops);
-  void replay(OpGraph& g);
+  std::unique_ptr<OpGraph> record(const std::function<void()>& ops) override;
+  void replay(OpGraph& g) override;
 
   // ---- device facts for benchmarks ----
   std::string device_name() const;
@@ -92,8 +85,10 @@ class CudaBackend final : public Backend {
   CudaContext& context() { return *ctx_; }
 
  private:
-  void matmul_rows(const Tensor& W, const Tensor& x, const Tensor& y);
+  const cudamv::PackedWeight& packed(const Tensor& W) const;  // the GPU layout of a weight
+  void matvec_rows(const cudamv::PackedWeight& W, const Tensor& x, const Tensor& y);
   std::unique_ptr<CudaContext> ctx_;
+  std::unique_ptr<PackedWeights> weights_;
 };
 
 }  // namespace df::cuda

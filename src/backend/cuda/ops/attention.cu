@@ -142,7 +142,10 @@ void launch_e(const float* q, int64_t qs, int64_t rows, const __half* K, const _
 AttnSplit attention_split(int64_t rows, const AttnArgs& a) {
   AttnSplit sp;
   int64_t n = std::min<int64_t>(kMaxSplits, (a.n_ctx + kMinSplitLen - 1) / kMinSplitLen);
-  while (n > 1 && rows * a.n_head * n > kMaxSplitBlocks) n /= 2;
+  // Batches of up to 8 rows (decode, verify) slice as 8 rows would: a row's result does not
+  // depend on how many rows the call has.
+  const int64_t r = std::max<int64_t>(rows, 8);
+  while (n > 1 && r * a.n_head * n > kMaxSplitBlocks) n /= 2;
   sp.n_splits = static_cast<int32_t>(std::max<int64_t>(1, n));
   sp.split_len = (a.n_ctx + sp.n_splits - 1) / sp.n_splits;
   return sp;

@@ -27,8 +27,8 @@ struct AttnSplit {
   int32_t n_splits = 1;
   int64_t split_len = 0;
 };
-// The slicing used for `rows` query rows: independent of positions; the same for every
-// rows * n_head up to 8192 / n_splits (so decode and short verify batches agree bit for bit).
+// The slicing used for `rows` query rows: independent of positions, and the same for every
+// rows <= 8 (decode and verify batches give each row the same bits).
 AttnSplit attention_split(int64_t rows, const AttnArgs& a);
 // Floats of scratch the launch needs for the partial results (0 with one slice).
 size_t attention_scratch_floats(int64_t rows, const AttnArgs& a);

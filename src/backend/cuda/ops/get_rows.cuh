@@ -1,17 +1,14 @@
-// out[i] = row ids[i] of a weight table of ggml type `type` (dequantized to f32); ids device
-// int32 [n], out row stride in floats. An id outside [0, table_rows) yields a row of NaN
-// (ops never synchronise to report errors; the model checks ids on the host).
+// out[i] = x[ids[i]] for an f32 matrix x [rows, cols] (row strides in floats): the gather of
+// activation rows (the output rows of a batch). Weight tables go through matvec/'s get_rows.
+// An id outside [0, rows) yields a row of NaN (ops cannot report errors).
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "quant/types.h"
-
 namespace df::cuda {
 
-bool get_rows_supported(GgmlType type);
-void launch_get_rows(GgmlType type, const void* table, size_t table_stride, int64_t table_rows, int64_t cols,
-                     const int32_t* ids, int64_t n, float* out, int64_t out_stride, cudaStream_t s);
+void launch_gather_rows_f32(const float* x, int64_t x_stride, int64_t rows, int64_t cols, const int32_t* ids,
+                            int64_t n, float* out, int64_t out_stride, cudaStream_t s);
 
 }  // namespace df::cuda
