@@ -456,7 +456,9 @@ std::unique_ptr<OpGraph> CudaBackend::record(const std::function<void()>& ops) {
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   cuda_check(e, "cudaGraphInstantiate");
-  return std::make_unique<CudaGraph>(exec);
+  auto g = std::make_unique<CudaGraph>(exec);
+  replay(*g);  // the recorded ops have not run yet: run them now
+  return g;
 }
 
 void CudaBackend::replay(OpGraph& g) {
