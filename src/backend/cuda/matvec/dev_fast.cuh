@@ -2,7 +2,8 @@
 // nparts x 16 bytes (uint4 word i of part t at q_row + (i * nparts + t) * 16, so one warp
 // load reads 512 contiguous bytes), then the block meta (scales). Each struct:
 //   kPartElems, kLoads, kPartsPerBlock; Meta, load_meta(m_row, t, nblocks);
-//   dot<N>(q, meta, x_part, cols, acc): acc[j] += sum over the part of w * x[j], with the
+//   dot<N>(q, meta, xa, acc): acc[j] += sum over the part of w * x[j] (xa(j, i): the float4 of
+//     x row j at part element i), with the
 //   block scale factored out of the part's sums (sum q x, then times d). The same
 //   operations for every N, so rows stay bit-identical whatever n is.
 // Integers become floats by the magic-number trick: the byte placed in the mantissa of
@@ -19,7 +20,6 @@ __device__ __forceinline__ float ubyte_f(uint32_t w, int k) {
   return __int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7540u | k))) - (8388608.0f + kBias);
 }
 
-__device__ __forceinline__ float4 ldx(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
 
 // sum_k f(w, k) * x4[k] for the 4 bytes of w, into s (fixed order k = 0..3).
 template <int kBias>
@@ -48,11 +48,11 @@ struct FastF32 {
   __device__ static void dequant(const uint4 (&q)[1], Meta, float (&w)[4]) {
     w[0] = __uint_as_float(q[0].x), w[1] = __uint_as_float(q[0].y), w[2] = __uint_as_float(q[0].z), w[3] = __uint_as_float(q[0].w);
   }
-  template <int N>
-  __device__ static void dot(const uint4 (&q)[1], Meta, const float* xp, int64_t cols, float (&acc)[N]) {
+  template <int N, class X>
+  __device__ static void dot(const uint4 (&q)[1], Meta, const X& xa, float (&acc)[N]) {
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      const float4 xv = ldx(xp + j * cols);
+      const float4 xv = xa(j, 0);
       acc[j] = fmaf(__uint_as_float(q[0].x), xv.x, acc[j]);
       acc[j] = fmaf(__uint_as_float(q[0].y), xv.y, acc[j]);
       acc[j] = fmaf(__uint_as_float(q[0].z), xv.z, acc[j]);
@@ -74,12 +74,12 @@ struct FastHalf {
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[2 * i] = lo(u[i]), w[2 * i + 1] = hi(u[i]);
   }
-  template <int N>
-  __device__ static void dot(const uint4 (&q)[1], Meta, const float* xp, int64_t cols, float (&acc)[N]) {
+  template <int N, class X>
+  __device__ static void dot(const uint4 (&q)[1], Meta, const X& xa, float (&acc)[N]) {
     const uint32_t u[4] = {q[0].x, q[0].y, q[0].z, q[0].w};
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      const float4 a = ldx(xp + j * cols), b = ldx(xp + j * cols + 4);
+      const float4 a = xa(j, 0), b = xa(j, 4);
       const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -93,13 +93,13 @@ using FastF16 = FastHalf<false>;
 using FastBF16 = FastHalf<true>;
 
 // 32 nibbles in Q4_0 order (byte i: element i low, element i + 16 high) times x, into s.
-template <int kBias>
-__device__ __forceinline__ float dot_nibbles32(const uint4& q, const float* xp, float s) {
+template <int kBias, class X>
+__device__ __forceinline__ float dot_nibbles32(const uint4& q, const X& xa, int j, float s) {
   const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-  for (int m = 0; m < 4; ++m) s = dot4<kBias>(w[m] & 0x0f0f0f0fu, ldx(xp + 4 * m), s);
+  for (int m = 0; m < 4; ++m) s = dot4<kBias>(w[m] & 0x0f0f0f0fu, xa(j, 4 * m), s);
 #pragma unroll
-  for (int m = 0; m < 4; ++m) s = dot4<kBias>((w[m] >> 4) & 0x0f0f0f0fu, ldx(xp + 16 + 4 * m), s);
+  for (int m = 0; m < 4; ++m) s = dot4<kBias>((w[m] >> 4) & 0x0f0f0f0fu, xa(j, 16 + 4 * m), s);
   return s;
 }
 
@@ -118,11 +118,11 @@ struct FastQ4_0 {  // part = block: qs (16 B) | meta plane: fp16 d per block
       w[i + 16] = i2f((b >> 4) - 8) * d;
     }
   }
-  template <int N>
-  __device__ static void dot(const uint4 (&q)[1], Meta mt, const float* xp, int64_t cols, float (&acc)[N]) {
+  template <int N, class X>
+  __device__ static void dot(const uint4 (&q)[1], Meta mt, const X& xa, float (&acc)[N]) {
     const float d = h2f(mt.d);
 #pragma unroll
-    for (int j = 0; j < N; ++j) acc[j] = fmaf(d, dot_nibbles32<8>(q[0], xp + j * cols, 0.0f), acc[j]);
+    for (int j = 0; j < N; ++j) acc[j] = fmaf(d, dot_nibbles32<8>(q[0], xa, j, 0.0f), acc[j]);
   }
 };
 
@@ -137,15 +137,15 @@ struct FastQ8_0 {  // part = half block: 16 int8 | meta plane: fp16 d per block
 #pragma unroll
     for (int i = 0; i < 16; ++i) w[i] = i2f(static_cast<int8_t>(byte_at(q[0], i))) * d;
   }
-  template <int N>
-  __device__ static void dot(const uint4 (&q)[1], Meta mt, const float* xp, int64_t cols, float (&acc)[N]) {
+  template <int N, class X>
+  __device__ static void dot(const uint4 (&q)[1], Meta mt, const X& xa, float (&acc)[N]) {
     const float d = h2f(mt.d);
     const uint32_t w[4] = {q[0].x ^ 0x80808080u, q[0].y ^ 0x80808080u, q[0].z ^ 0x80808080u, q[0].w ^ 0x80808080u};
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       float s = 0.0f;
 #pragma unroll
-      for (int m = 0; m < 4; ++m) s = dot4<128>(w[m], ldx(xp + j * cols + 4 * m), s);
+      for (int m = 0; m < 4; ++m) s = dot4<128>(w[m], xa(j, 4 * m), s);
       acc[j] = fmaf(d, s, acc[j]);
     }
   }
@@ -185,17 +185,16 @@ struct FastQ4_K {
       w[i + 16] = __fmul_rn(dl, i2f(b >> 4)) - ml;
     }
   }
-  template <int N>
-  __device__ static void dot(const uint4 (&q)[1], Meta mt, const float* xp, int64_t cols, float (&acc)[N]) {
+  template <int N, class X>
+  __device__ static void dot(const uint4 (&q)[1], Meta mt, const X& xa, float (&acc)[N]) {
     float dl, ml;
     scale_min(mt, dl, ml);
 #pragma unroll
     for (int n = 0; n < N; ++n) {
-      const float* xn = xp + n * cols;
-      const float sq = dot_nibbles32<0>(q[0], xn, 0.0f);
+      const float sq = dot_nibbles32<0>(q[0], xa, n, 0.0f);
       float sx = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 32; i += 4) sx = sum4(ldx(xn + i), sx);
+      for (int i = 0; i < 32; i += 4) sx = sum4(xa(n, i), sx);
       acc[n] = fmaf(dl, sq, acc[n]);
       acc[n] = fmaf(-ml, sx, acc[n]);
     }
@@ -228,8 +227,8 @@ struct FastQ6_K {
         w[32 * h + 16 + i] = dhi * i2f(((b >> 4) | (hhi << 4)) - 32);
       }
   }
-  template <int N>
-  __device__ static void dot(const uint4 (&q)[3], Meta mt, const float* xp, int64_t cols, float (&acc)[N]) {
+  template <int N, class X>
+  __device__ static void dot(const uint4 (&q)[3], Meta mt, const X& xa, float (&acc)[N]) {
     const float d = h2f(mt.d);
     float dl[4];
 #pragma unroll
@@ -237,7 +236,6 @@ struct FastQ6_K {
     const uint32_t qh[4] = {q[2].x, q[2].y, q[2].z, q[2].w};
 #pragma unroll
     for (int n = 0; n < N; ++n) {
-      const float* xn = xp + n * cols;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t ql[4] = {h ? q[1].x : q[0].x, h ? q[1].y : q[0].y, h ? q[1].z : q[0].z, h ? q[1].w : q[0].w};
@@ -248,8 +246,8 @@ struct FastQ6_K {
           const uint32_t hlo = m % 2 ? hw << 4 : hw, hhi = m % 2 ? hw << 2 : hw >> 2;
           const uint32_t lo6 = (ql[m] & 0x0f0f0f0fu) | (hlo & 0x30303030u);
           const uint32_t hi6 = ((ql[m] >> 4) & 0x0f0f0f0fu) | (hhi & 0x30303030u);
-          slo = dot4<32>(lo6, ldx(xn + 32 * h + 4 * m), slo);
-          shi = dot4<32>(hi6, ldx(xn + 32 * h + 16 + 4 * m), shi);
+          slo = dot4<32>(lo6, xa(n, 32 * h + 4 * m), slo);
+          shi = dot4<32>(hi6, xa(n, 32 * h + 16 + 4 * m), shi);
         }
         acc[n] = fmaf(dl[2 * h], slo, acc[n]);
         acc[n] = fmaf(dl[2 * h + 1], shi, acc[n]);
@@ -289,8 +287,8 @@ struct FastIQ4_XS {
       w[i + 16] = dl * i2f(static_cast<int>((kT[hi / 4] >> (8 * (hi % 4))) & 0xff) - 128);
     }
   }
-  template <int N>
-  __device__ static void dot(const uint4 (&q)[1], Meta mt, const float* xp, int64_t cols, float (&acc)[N]) {
+  template <int N, class X>
+  __device__ static void dot(const uint4 (&q)[1], Meta mt, const X& xa, float (&acc)[N]) {
     const float dl = block_scale(mt);
     const uint32_t w[4] = {q[0].x, q[0].y, q[0].z, q[0].w};
     // v[m][0]: bytes = values of nibbles 0..3 of word m (elements 4m, 16+4m, 4m+1, 16+4m+1),
@@ -308,11 +306,10 @@ struct FastIQ4_XS {
     }
 #pragma unroll
     for (int n = 0; n < N; ++n) {
-      const float* xn = xp + n * cols;
       float s = 0.0f;
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
-        const float4 xl = ldx(xn + 4 * m);
+        const float4 xl = xa(n, 4 * m);
         s = fmaf(ubyte_f<128>(v[m][0], 0), xl.x, s);
         s = fmaf(ubyte_f<128>(v[m][0], 2), xl.y, s);
         s = fmaf(ubyte_f<128>(v[m][1], 0), xl.z, s);
@@ -320,7 +317,7 @@ struct FastIQ4_XS {
       }
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
-        const float4 xh = ldx(xn + 16 + 4 * m);
+        const float4 xh = xa(n, 16 + 4 * m);
         s = fmaf(ubyte_f<128>(v[m][0], 1), xh.x, s);
         s = fmaf(ubyte_f<128>(v[m][0], 3), xh.y, s);
         s = fmaf(ubyte_f<128>(v[m][1], 1), xh.z, s);
