@@ -34,6 +34,7 @@ bool launch_variant(const PlanarView& v, const float* x, float* y, int code, cud
     case 41: launch_mv<PA<F>, 1, 4, 1>(v, x, y, s); return true;
     case 42: launch_mv<PA<F>, 1, 4, 2>(v, x, y, s); return true;
     case 122: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s, false); return true;
+    case 22 + 1000: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s, true); return true;
     default: return false;
   }
 }

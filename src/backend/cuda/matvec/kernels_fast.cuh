@@ -22,25 +22,46 @@ constexpr int kWarps = 8;  // warps per block
 __host__ __device__ constexpr int64_t xs_stride(int64_t cols) { return cols + 4 * ((cols + 31) / 32); }
 __device__ __forceinline__ int xs_off(int e) { return e + 4 * (e >> 5); }
 
-// x accessors: (j, i) -> float4 of x row j at element i of the part (i % 4 == 0).
+// The sum of 16 consecutive x values, in the one order both x paths use.
+__device__ __forceinline__ float sum16_of(const float4& a, const float4& b, const float4& c, const float4& d) {
+  float s = a.x;
+  s += a.y, s += a.z, s += a.w, s += b.x, s += b.y, s += b.z, s += b.w;
+  s += c.x, s += c.y, s += c.z, s += c.w, s += d.x, s += d.y, s += d.z, s += d.w;
+  return s;
+}
+
+// x accessors: (j, i) -> float4 of x row j at element i of the part (i % 4 == 0);
+// sum16(j, i): sum of x row j over part elements i .. i + 15 (i % 16 == 0, parts of kSums
+// formats start at multiples of 32).
 struct XShared {
   const float* p;  // element 0 of the part, row 0
-  int stride;
+  const float* sums;  // the part's first 16-element sum, row 0 (kSums formats)
+  int stride, sum_stride;
   __device__ float4 operator()(int j, int i) const {
     return *reinterpret_cast<const float4*>(p + j * stride + i + 4 * (i >> 5));
   }
+  __device__ float sum16(int j, int i) const { return sums[j * sum_stride + i / 16]; }
 };
 struct XGlobal {
   const float* p;
   int64_t cols;
   __device__ float4 operator()(int j, int i) const { return __ldg(reinterpret_cast<const float4*>(p + j * cols + i)); }
+  __device__ float sum16(int j, int i) const {
+    return sum16_of((*this)(j, i), (*this)(j, i + 4), (*this)(j, i + 8), (*this)(j, i + 12));
+  }
 };
+
+// Shared memory of the x copy: N rows of xs_stride floats, then (kSums) N rows of cols / 16 sums.
+__host__ __device__ constexpr size_t xs_bytes(int n, int64_t cols, bool sums) {
+  return static_cast<size_t>(n) * static_cast<size_t>(xs_stride(cols) + (sums ? cols / 16 : 0)) * sizeof(float);
+}
 
 // A planar format of dev_fast.cuh: its 16-byte words and meta are loaded ahead.
 template <class F>
 struct PlanarAdapter {
   static constexpr GgmlType kType = F::kType;
-  static constexpr int kPartElems = F::kPartElems;
+  static constexpr int kPartElems = F::kPartElems, kLoads = F::kLoads;
+  static constexpr bool kSums = F::kSums, kGlobalX = F::kGlobalX;
   struct Regs {
     uint4 q[F::kLoads];
     typename F::Meta m;
@@ -62,7 +83,8 @@ struct PlanarAdapter {
 template <class R>
 struct RawAdapter {
   static constexpr GgmlType kType = R::kType;
-  static constexpr int kPartElems = R::kPartElems;
+  static constexpr int kPartElems = R::kPartElems, kLoads = 1;
+  static constexpr bool kSums = false, kGlobalX = false;
   struct Regs {
     const uint8_t* b;
     int p;
@@ -125,11 +147,26 @@ __global__ void __launch_bounds__(kWarps * 32)
     set_rows(g);
     load_chunk(0);
   }
+  float* sums = xs + N * stride;
+  const int sum_stride = static_cast<int>(v.cols / 16);
   if constexpr (kSmem) {
-    const int total4 = static_cast<int>(N * v.cols / 4);
-    for (int i = threadIdx.x; i < total4; i += blockDim.x) {
-      const int e = 4 * i, j = e / static_cast<int>(v.cols), c = e - j * static_cast<int>(v.cols);
-      *reinterpret_cast<float4*>(xs + j * stride + xs_off(c)) = __ldg(reinterpret_cast<const float4*>(x) + i);
+    const int cols = static_cast<int>(v.cols);
+    if constexpr (A::kSums) {  // 16 floats per thread and step, with their sum
+      const int total16 = N * cols / 16;
+      for (int i = threadIdx.x; i < total16; i += blockDim.x) {
+        const int e = 16 * i, j = e / cols, c = e - j * cols;
+        const float4* src = reinterpret_cast<const float4*>(x) + 4 * i;
+        const float4 a = __ldg(src), b = __ldg(src + 1), cc = __ldg(src + 2), d = __ldg(src + 3);
+        float4* dst = reinterpret_cast<float4*>(xs + j * stride + xs_off(c));
+        dst[0] = a, dst[1] = b, dst[2] = cc, dst[3] = d;
+        sums[j * sum_stride + c / 16] = sum16_of(a, b, cc, d);
+      }
+    } else {
+      const int total4 = N * cols / 4;
+      for (int i = threadIdx.x; i < total4; i += blockDim.x) {
+        const int e = 4 * i, j = e / cols, c = e - j * cols;
+        *reinterpret_cast<float4*>(xs + j * stride + xs_off(c)) = __ldg(reinterpret_cast<const float4*>(x) + i);
+      }
     }
     __syncthreads();
   }
@@ -150,7 +187,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         if (t < nparts) {
           const int e0 = t * A::kPartElems;
           if constexpr (kSmem) {
-            const XShared xa{xs + xs_off(e0), stride};
+            const XShared xa{xs + xs_off(e0), sums + e0 / 16, stride, sum_stride};
 #pragma unroll
             for (int r = 0; r < RW; ++r) A::template dot<N>(v, regs[u][r], xa, acc[r]);
           } else {

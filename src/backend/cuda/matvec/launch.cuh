@@ -25,8 +25,8 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
 }
 
 template <class A, int N, int RW, int U>
-void launch_mv(const PlanarView& v, const float* x, float* y, cudaStream_t s, bool allow_smem = true) {
-  const size_t smem = static_cast<size_t>(N) * static_cast<size_t>(xs_stride(v.cols)) * sizeof(float);
+void launch_mv(const PlanarView& v, const float* x, float* y, cudaStream_t s, bool allow_smem = !A::kGlobalX) {
+  const size_t smem = xs_bytes(N, v.cols, A::kSums);
   if (allow_smem && smem <= kMaxSmem)
     launch_persistent<A, N, RW, U, true>(v, x, y, smem, s);
   else
@@ -40,37 +40,38 @@ void prepare_mv() {
                        static_cast<int>(kMaxSmem));
 }
 
-// The default (RW, U) per n.
-template <int N>
+// The default (RW, U) per n (measured on the H200, docs in bench/cuda/README.md): two rows per
+// warp for small n, two parts in flight per lane, one for the 3-word parts of Q6_K.
+template <class A, int N>
 struct DefaultConfig {
   static constexpr int kRW = N <= 2 ? 2 : 1;
-  static constexpr int kU = N <= 2 ? 2 : 1;
+  static constexpr int kU = A::kLoads >= 3 || N > 2 ? 1 : 2;
 };
 
 template <class A>
 void launch_mv_default(const PlanarView& v, const float* x, float* y, int n, cudaStream_t s) {
   switch (n) {
-    case 1: launch_mv<A, 1, DefaultConfig<1>::kRW, DefaultConfig<1>::kU>(v, x, y, s); break;
-    case 2: launch_mv<A, 2, DefaultConfig<2>::kRW, DefaultConfig<2>::kU>(v, x, y, s); break;
-    case 3: launch_mv<A, 3, DefaultConfig<3>::kRW, DefaultConfig<3>::kU>(v, x, y, s); break;
-    case 4: launch_mv<A, 4, DefaultConfig<4>::kRW, DefaultConfig<4>::kU>(v, x, y, s); break;
-    case 5: launch_mv<A, 5, DefaultConfig<5>::kRW, DefaultConfig<5>::kU>(v, x, y, s); break;
-    case 6: launch_mv<A, 6, DefaultConfig<6>::kRW, DefaultConfig<6>::kU>(v, x, y, s); break;
-    case 7: launch_mv<A, 7, DefaultConfig<7>::kRW, DefaultConfig<7>::kU>(v, x, y, s); break;
-    default: launch_mv<A, 8, DefaultConfig<8>::kRW, DefaultConfig<8>::kU>(v, x, y, s); break;
+    case 1: launch_mv<A, 1, DefaultConfig<A, 1>::kRW, DefaultConfig<A, 1>::kU>(v, x, y, s); break;
+    case 2: launch_mv<A, 2, DefaultConfig<A, 2>::kRW, DefaultConfig<A, 2>::kU>(v, x, y, s); break;
+    case 3: launch_mv<A, 3, DefaultConfig<A, 3>::kRW, DefaultConfig<A, 3>::kU>(v, x, y, s); break;
+    case 4: launch_mv<A, 4, DefaultConfig<A, 4>::kRW, DefaultConfig<A, 4>::kU>(v, x, y, s); break;
+    case 5: launch_mv<A, 5, DefaultConfig<A, 5>::kRW, DefaultConfig<A, 5>::kU>(v, x, y, s); break;
+    case 6: launch_mv<A, 6, DefaultConfig<A, 6>::kRW, DefaultConfig<A, 6>::kU>(v, x, y, s); break;
+    case 7: launch_mv<A, 7, DefaultConfig<A, 7>::kRW, DefaultConfig<A, 7>::kU>(v, x, y, s); break;
+    default: launch_mv<A, 8, DefaultConfig<A, 8>::kRW, DefaultConfig<A, 8>::kU>(v, x, y, s); break;
   }
 }
 
 template <class A>
 void prepare_mv_default() {
-  prepare_mv<A, 1, DefaultConfig<1>::kRW, DefaultConfig<1>::kU>();
-  prepare_mv<A, 2, DefaultConfig<2>::kRW, DefaultConfig<2>::kU>();
-  prepare_mv<A, 3, DefaultConfig<3>::kRW, DefaultConfig<3>::kU>();
-  prepare_mv<A, 4, DefaultConfig<4>::kRW, DefaultConfig<4>::kU>();
-  prepare_mv<A, 5, DefaultConfig<5>::kRW, DefaultConfig<5>::kU>();
-  prepare_mv<A, 6, DefaultConfig<6>::kRW, DefaultConfig<6>::kU>();
-  prepare_mv<A, 7, DefaultConfig<7>::kRW, DefaultConfig<7>::kU>();
-  prepare_mv<A, 8, DefaultConfig<8>::kRW, DefaultConfig<8>::kU>();
+  prepare_mv<A, 1, DefaultConfig<A, 1>::kRW, DefaultConfig<A, 1>::kU>();
+  prepare_mv<A, 2, DefaultConfig<A, 2>::kRW, DefaultConfig<A, 2>::kU>();
+  prepare_mv<A, 3, DefaultConfig<A, 3>::kRW, DefaultConfig<A, 3>::kU>();
+  prepare_mv<A, 4, DefaultConfig<A, 4>::kRW, DefaultConfig<A, 4>::kU>();
+  prepare_mv<A, 5, DefaultConfig<A, 5>::kRW, DefaultConfig<A, 5>::kU>();
+  prepare_mv<A, 6, DefaultConfig<A, 6>::kRW, DefaultConfig<A, 6>::kU>();
+  prepare_mv<A, 7, DefaultConfig<A, 7>::kRW, DefaultConfig<A, 7>::kU>();
+  prepare_mv<A, 8, DefaultConfig<A, 8>::kRW, DefaultConfig<A, 8>::kU>();
 }
 
 template <class... As>
