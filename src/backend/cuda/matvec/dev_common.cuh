@@ -19,6 +19,16 @@ struct DevTables {
   int8_t iq4nl[16];     // kIq4nlValues
 };
 
+// The weight: rows x q_row_bytes quant plane (raw blocks or planar words), rows x m_row_bytes
+// meta plane (planar formats).
+struct PlanarView {
+  const uint8_t* q;
+  const uint8_t* m;
+  size_t q_row_bytes, m_row_bytes;
+  int64_t rows, cols;
+  const DevTables* tables;
+};
+
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(uint32_t{h} << 16); }
 __device__ __forceinline__ float i2f(int v) { return __int2float_rn(v); }

@@ -1,7 +1,7 @@
-// Device dequantizers over raw ggml blocks (the GGUF bytes, rows padded to 16 bytes): the
-// float formats, the 32-element formats (Q4_0 ... Q8_0, IQ4_NL, MXFP4), NVFP4, Q1_0, Q2_0
-// and the K-quants. Each format is a struct:
-//   kBlockElems, kBlockBytes: one ggml block (float formats: a 16-byte chunk);
+// Device dequantizers over raw ggml blocks (the GGUF bytes, rows padded to 16 bytes): Q4_1,
+// Q5_0, Q5_1, IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0, Q2_K, Q3_K, Q5_K (the formats without a
+// planar layout, dev_fast.cuh). Each format is a struct:
+//   kBlockElems, kBlockBytes: one ggml block;
 //   kParts, kPartElems: a block is split into kParts parts of consecutive elements, the
 //     unit of work of one lane;
 //   dequant(block, part, tables, w): the part's values, bit-exact with src/quant's
@@ -12,33 +12,6 @@
 #include "quant/types.h"
 
 namespace df::cudamv {
-
-struct RawF32 {
-  static constexpr GgmlType kType = GgmlType::F32;
-  static constexpr int kBlockElems = 4, kBlockBytes = 16, kParts = 1, kPartElems = 4;
-  __device__ static void dequant(const uint8_t* b, int, const DevTables*, float (&w)[4]) {
-    const float4 v = *reinterpret_cast<const float4*>(b);
-    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-  }
-};
-
-template <bool kBf16>
-struct RawHalf {
-  static constexpr GgmlType kType = kBf16 ? GgmlType::BF16 : GgmlType::F16;
-  static constexpr int kBlockElems = 8, kBlockBytes = 16, kParts = 1, kPartElems = 8;
-  __device__ static void dequant(const uint8_t* b, int, const DevTables*, float (&w)[8]) {
-    const uint4 v = *reinterpret_cast<const uint4*>(b);
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint16_t lo = static_cast<uint16_t>(u[i]), hi = static_cast<uint16_t>(u[i] >> 16);
-      w[2 * i] = kBf16 ? bf2f(lo) : h2f(lo);
-      w[2 * i + 1] = kBf16 ? bf2f(hi) : h2f(hi);
-    }
-  }
-};
-using RawF16 = RawHalf<false>;
-using RawBF16 = RawHalf<true>;
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1: byte j holds elements j (low nibble) and j + 16 (high).
 template <GgmlType T>
@@ -73,24 +46,9 @@ struct RawLegacy {
     }
   }
 };
-using RawQ4_0 = RawLegacy<GgmlType::Q4_0>;
 using RawQ4_1 = RawLegacy<GgmlType::Q4_1>;
 using RawQ5_0 = RawLegacy<GgmlType::Q5_0>;
 using RawQ5_1 = RawLegacy<GgmlType::Q5_1>;
-
-struct RawQ8_0 {
-  static constexpr GgmlType kType = GgmlType::Q8_0;
-  static constexpr int kBlockElems = 32, kBlockBytes = 34, kParts = 2, kPartElems = 16;
-  __device__ static void dequant(const uint8_t* b, int p, const DevTables*, float (&w)[16]) {
-    const float d = h2f(ld_u16(b));
-#pragma unroll
-    for (int i = 0; i < 16; i += 2) {
-      const uint16_t v = ld_u16(b + 2 + 16 * p + i);
-      w[i] = i2f(static_cast<int8_t>(v & 0xff)) * d;
-      w[i + 1] = i2f(static_cast<int8_t>(v >> 8)) * d;
-    }
-  }
-};
 
 struct RawIQ4_NL {
   static constexpr GgmlType kType = GgmlType::IQ4_NL;
@@ -251,31 +209,6 @@ struct RawQ45_K {  // d dmin scales[12] (qh[32]) qs[128]
     }
   }
 };
-using RawQ4_K = RawQ45_K<false>;
 using RawQ5_K = RawQ45_K<true>;
-
-struct RawQ6_K {  // ql[128] qh[64] scales[16] d
-  static constexpr GgmlType kType = GgmlType::Q6_K;
-  static constexpr int kBlockElems = 256, kBlockBytes = 210, kParts = 8, kPartElems = 32;
-  __device__ static void dequant(const uint8_t* b, int p, const DevTables*, float (&w)[32]) {
-    const float d = h2f(ld_u16(b + 208));
-    const int c = p / 4, j = p % 4;
-    const int lshift = j < 2 ? 0 : 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float dl = d * i2f(static_cast<int8_t>(b[192 + 2 * p + h]));
-#pragma unroll
-      for (int l = 0; l < 16; l += 2) {
-        const int e = 16 * h + l;
-        const uint16_t v = ld_u16(b + 64 * c + 32 * (j % 2) + e);
-        const uint16_t hv = ld_u16(b + 128 + 32 * c + e);
-        const int q0 = (((v >> lshift) & 0xf) | (((hv >> (2 * j)) & 3) << 4)) - 32;
-        const int q1 = (((v >> (8 + lshift)) & 0xf) | (((hv >> (8 + 2 * j)) & 3) << 4)) - 32;
-        w[e] = dl * i2f(q0);
-        w[e + 1] = dl * i2f(q1);
-      }
-    }
-  }
-};
 
 }  // namespace df::cudamv

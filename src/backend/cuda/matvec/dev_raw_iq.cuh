@@ -1,5 +1,5 @@
-// Device dequantizers over raw ggml blocks: the IQ formats (grids in DevTables) and the
-// ternary TQ1_0 / TQ2_0. Same contract as dev_raw_basic.cuh; 256-element blocks in 8 parts
+// Device dequantizers over raw ggml blocks: the IQ formats but IQ4_XS (grids in DevTables)
+// and the ternary TQ1_0 / TQ2_0. Same contract as dev_raw_basic.cuh; 256-element blocks in 8 parts
 // of 32 elements (part ib = elements 32 ib .. 32 ib + 31), bit-exact with src/quant's
 // dequantize_ref (formats_iq.cpp, formats_ternary.cpp).
 #pragma once
@@ -144,23 +144,6 @@ struct RawIQ1_M {  // qs[32] qh[16] scales[8] (fp16 d in the top nibbles)
       const float delta = qh & 8 ? -kIq1Delta : kIq1Delta;
 #pragma unroll
       for (int j = 0; j < 8; ++j) w[8 * l + j] = dl[l / 2] * (i2f(static_cast<int8_t>(byte_of(g, j))) + delta);
-    }
-  }
-};
-
-struct RawIQ4_XS {  // d scales_h scales_l[4] qs[128]
-  static constexpr GgmlType kType = GgmlType::IQ4_XS;
-  static constexpr int kBlockElems = 256, kBlockBytes = 136, kParts = 8, kPartElems = 32;
-  __device__ static void dequant(const uint8_t* b, int ib, const DevTables* T, float (&w)[32]) {
-    const float d = h2f(ld_u16(b));
-    const uint16_t scales_h = ld_u16(b + 2);
-    const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf) | (((scales_h >> (2 * ib)) & 3) << 4);
-    const float dl = d * i2f(ls - 32);
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const uint8_t q = b[8 + 16 * ib + j];
-      w[j] = dl * i2f(T->iq4nl[q & 0xf]);
-      w[j + 16] = dl * i2f(T->iq4nl[q >> 4]);
     }
   }
 };

@@ -1,9 +1,8 @@
-// Launchers of the planar-layout kernels (dev_fast.cuh formats): matvec with a per-n choice
-// of rows per warp (RW) and parts in flight per lane (U), the workbench's variants, and
-// get_rows (exact dequantization).
+// Launchers of the planar-layout formats (dev_fast.cuh, and the float formats): matvec with
+// the default configuration per n, the workbench's variants, and get_rows (exact).
 #include "backend/cuda/matvec/dev_fast.cuh"
 #include "backend/cuda/matvec/dispatch.cuh"
-#include "backend/cuda/matvec/kernels_fast.cuh"
+#include "backend/cuda/matvec/launch.cuh"
 #include "backend/cuda/matvec/matvec.cuh"
 
 namespace df::cudamv {
@@ -14,53 +13,43 @@ template <class... Fs>
 struct FastList {};
 using FastFormats = FastList<FastF32, FastF16, FastBF16, FastQ4_0, FastQ8_0, FastQ4_K, FastQ6_K, FastIQ4_XS>;
 
+template <class F>
+using PA = PlanarAdapter<F>;
+
 PlanarView planar_view(const PackedWeight& W) {
-  return PlanarView{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols};
+  return PlanarView{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols,
+                    static_cast<const DevTables*>(W.tables)};
 }
 
-template <class F, int N, int RW, int U>
-void launch(const PlanarView& v, const float* x, float* y, cudaStream_t s) {
-  const int64_t warps = (v.rows + RW - 1) / RW;
-  const unsigned blocks = static_cast<unsigned>((warps + kFastWarps - 1) / kFastWarps);
-  mv_fast<F, N, RW, U><<<blocks, kFastWarps * 32, 0, s>>>(v, x, y);
-}
-
-// Default configuration per n: 16-byte words in flight per lane = RW * U * kLoads.
-template <class F, int N>
-void launch_default(const PlanarView& v, const float* x, float* y, cudaStream_t s) {
-  constexpr int kU = F::kLoads >= 3 ? 1 : (N <= 2 ? 4 : 2);
-  constexpr int kRW = N <= 2 ? 2 : 1;
-  launch<F, N, kRW, kU>(v, x, y, s);
-}
-
+// The workbench's variants at n = 1: code = 100 * (x from global) + 10 * RW + U.
 template <class F>
-void launch_n(const PlanarView& v, const float* x, float* y, int n, cudaStream_t s) {
-  switch (n) {
-    case 1: launch_default<F, 1>(v, x, y, s); break;
-    case 2: launch_default<F, 2>(v, x, y, s); break;
-    case 3: launch_default<F, 3>(v, x, y, s); break;
-    case 4: launch_default<F, 4>(v, x, y, s); break;
-    case 5: launch_default<F, 5>(v, x, y, s); break;
-    case 6: launch_default<F, 6>(v, x, y, s); break;
-    case 7: launch_default<F, 7>(v, x, y, s); break;
-    default: launch_default<F, 8>(v, x, y, s); break;
-  }
-}
-
-template <class F>
-bool launch_variant(const PlanarView& v, const float* x, float* y, int rw, int u, cudaStream_t s) {
-  const int code = rw * 10 + u;
+bool launch_variant(const PlanarView& v, const float* x, float* y, int code, cudaStream_t s) {
   switch (code) {
-    case 11: launch<F, 1, 1, 1>(v, x, y, s); return true;
-    case 12: launch<F, 1, 1, 2>(v, x, y, s); return true;
-    case 14: launch<F, 1, 1, 4>(v, x, y, s); return true;
-    case 21: launch<F, 1, 2, 1>(v, x, y, s); return true;
-    case 22: launch<F, 1, 2, 2>(v, x, y, s); return true;
-    case 24: launch<F, 1, 2, 4>(v, x, y, s); return true;
-    case 41: launch<F, 1, 4, 1>(v, x, y, s); return true;
-    case 42: launch<F, 1, 4, 2>(v, x, y, s); return true;
+    case 11: launch_mv<PA<F>, 1, 1, 1>(v, x, y, s); return true;
+    case 12: launch_mv<PA<F>, 1, 1, 2>(v, x, y, s); return true;
+    case 14: launch_mv<PA<F>, 1, 1, 4>(v, x, y, s); return true;
+    case 21: launch_mv<PA<F>, 1, 2, 1>(v, x, y, s); return true;
+    case 22: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s); return true;
+    case 24: launch_mv<PA<F>, 1, 2, 4>(v, x, y, s); return true;
+    case 41: launch_mv<PA<F>, 1, 4, 1>(v, x, y, s); return true;
+    case 42: launch_mv<PA<F>, 1, 4, 2>(v, x, y, s); return true;
+    case 122: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s, false); return true;
+    case 22 + 1000: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s, true); return true;
     default: return false;
   }
+}
+
+template <class F>
+void prepare_variants() {
+  prepare_mv<PA<F>, 1, 1, 1>();
+  prepare_mv<PA<F>, 1, 1, 2>();
+  prepare_mv<PA<F>, 1, 1, 4>();
+  prepare_mv<PA<F>, 1, 2, 1>();
+  prepare_mv<PA<F>, 1, 2, 2>();
+  prepare_mv<PA<F>, 1, 2, 4>();
+  prepare_mv<PA<F>, 1, 4, 1>();
+  prepare_mv<PA<F>, 1, 4, 2>();
+  prepare_mv_default<PA<F>>();
 }
 
 template <class F>
@@ -101,13 +90,18 @@ void launch_get_rows(const PlanarView& v, const int32_t* ids, int n, float* out,
 template <class... Fs>
 bool matvec_list(FastList<Fs...>, const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s) {
   const PlanarView v = planar_view(W);
-  return ((Fs::kType == W.type ? (launch_n<Fs>(v, x, y, n, s), true) : false) || ...);
+  return ((Fs::kType == W.type ? (launch_mv_default<PA<Fs>>(v, x, y, n, s), true) : false) || ...);
 }
 
 template <class... Fs>
-bool variant_list(FastList<Fs...>, const PackedWeight& W, const float* x, float* y, int rw, int u, cudaStream_t s) {
+bool variant_list(FastList<Fs...>, const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s) {
   const PlanarView v = planar_view(W);
-  return ((Fs::kType == W.type ? launch_variant<Fs>(v, x, y, rw, u, s) : false) || ...);
+  return ((Fs::kType == W.type ? launch_variant<Fs>(v, x, y, code, s) : false) || ...);
+}
+
+template <class... Fs>
+void prepare_list(FastList<Fs...>) {
+  (prepare_variants<Fs>(), ...);
 }
 
 template <class... Fs>
@@ -124,8 +118,10 @@ bool matvec_fast(const PackedWeight& W, const float* x, float* y, int n, cudaStr
   return true;
 }
 
-bool matvec_fast_variant(const PackedWeight& W, const float* x, float* y, int rw, int u, cudaStream_t s) {
-  if (!variant_list(FastFormats{}, W, x, y, rw, u, s)) return false;
+void prepare_fast() { prepare_list(FastFormats{}); }
+
+bool matvec_fast_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s) {
+  if (!variant_list(FastFormats{}, W, x, y, code, s)) return false;
   check_launch("matvec variant");
   return true;
 }

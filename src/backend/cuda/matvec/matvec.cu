@@ -41,6 +41,10 @@ Context::Context() {
     tables_ = nullptr;
     check(e, "uploading the IQ tables");
   }
+  prepare_fast();
+  prepare_raw_basic();
+  prepare_raw_iq();
+  check(cudaGetLastError(), "setting kernel attributes");
 }
 
 Context::~Context() {
@@ -96,8 +100,9 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
 
 namespace {
 
-RawView raw_view(const PackedWeight& W) {
-  return RawView{W.data, W.q_row_bytes, W.rows, W.cols, static_cast<const DevTables*>(W.tables)};
+PlanarView raw_view(const PackedWeight& W) {
+  return PlanarView{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols,
+                    static_cast<const DevTables*>(W.tables)};
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -109,7 +114,7 @@ void matvec(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t
   if (!W.data) throw Error("CUDA matvec: empty weight");
   if (!aligned16(x)) throw Error("CUDA matvec: x must be 16-byte aligned");
   if (matvec_fast(W, x, y, n, stream)) return;
-  const RawView v = raw_view(W);
+  const PlanarView v = raw_view(W);
   if (matvec_raw_basic(W.type, v, x, y, n, stream) || matvec_raw_iq(W.type, v, x, y, n, stream)) return;
   quant::throw_unsupported_type(W.type);
 }
@@ -120,7 +125,7 @@ void get_rows(const PackedWeight& table, const int32_t* ids, int n, float* out, 
   if (!table.data) throw Error("CUDA get_rows: empty table");
   if (!aligned16(out)) throw Error("CUDA get_rows: out must be 16-byte aligned");
   if (get_rows_fast(table, ids, n, out, stream)) return;
-  const RawView v = raw_view(table);
+  const PlanarView v = raw_view(table);
   if (get_rows_raw_basic(table.type, v, ids, n, out, stream) || get_rows_raw_iq(table.type, v, ids, n, out, stream))
     return;
   quant::throw_unsupported_type(table.type);
