@@ -108,7 +108,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
 }
 
 CudaBackend::~CudaBackend() {
-  ctx_->make_current();
+  cudaSetDevice(ctx_->device());  // no throw here: at exit the runtime may be gone already
   weights_.reset();
 }
 
