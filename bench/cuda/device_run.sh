@@ -30,7 +30,6 @@ make() {  # file args...
 }
 if [[ $WHAT == bench || $WHAT == all ]]; then
   bench default models/default.gguf -p 512 -n 128 -r 3
-  make /tmp/q3_06b_q8.gguf --preset qwen3_06b --type q8_0 && bench qwen3_06b_q8_0 /tmp/q3_06b_q8.gguf -p 128 -n 128 -r 2
   make /tmp/q3_4b_q8.gguf --preset qwen3_4b --type q8_0 && bench qwen3_4b_q8_0 /tmp/q3_4b_q8.gguf -p 128 -n 128 -r 2
   make /tmp/q3_4b_q4.gguf --preset qwen3_4b --type q4_0 && bench qwen3_4b_q4_0 /tmp/q3_4b_q4.gguf -p 128 -n 128 -r 2
   rm -f /tmp/q3_*.gguf
@@ -61,4 +60,7 @@ PY
 fi
 if [[ $WHAT == big || $WHAT == all ]]; then
   make /tmp/q35_27b_q4.gguf --preset qwen35_27b --type q4_0 && bench qwen35_27b_q4_0 /tmp/q35_27b_q4.gguf -p 64 -n 128 -r 2
+fi
+if [[ $WHAT == small || $WHAT == all ]]; then
+  make /tmp/q3_06b_q8.gguf --preset qwen3_06b --type q8_0 && bench qwen3_06b_q8_0 /tmp/q3_06b_q8.gguf -p 128 -n 128 -r 2
 fi

@@ -23,7 +23,7 @@ CudaContext::~CudaContext() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
   if (scratch_) cudaFree(scratch_);
-  if (arena_) cudaFree(arena_);
+  for (void* p : arenas_) cudaFree(p);
   for (void* p : own_weights_) cudaFree(p);
   cudaStreamDestroy(stream_);
 }
@@ -52,7 +52,6 @@ void* CudaContext::scratch(size_t bytes) {
 }
 
 void CudaContext::reserve_weights(uint64_t bytes) {
-  if (arena_) throw Error("cuda: weights reserved twice");
   size_t free_b = 0, total_b = 0;
   cuda_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   // Keep room for the caches and activations of a session next to the weights.
@@ -63,8 +62,10 @@ void CudaContext::reserve_weights(uint64_t bytes) {
                 std::to_string(free_b) + " bytes (" + gib(free_b) + ") free of " + gib(total_b));
   void* p = nullptr;
   cuda_check(cudaMalloc(&p, bytes), "cudaMalloc(weights)");
+  arenas_.push_back(p);
   arena_ = static_cast<uint8_t*>(p);
   arena_size_ = bytes;
+  arena_used_ = 0;
 }
 
 void* CudaContext::weight_memory(size_t bytes) {

@@ -32,7 +32,7 @@ class CudaContext {
 
   // ---- weights: one arena sized from the file, suballocated at 256-byte alignment ----
   // Checks that `bytes` fit (df::Error naming the bytes needed and free otherwise) and
-  // allocates the arena.
+  // allocates an arena for them (one per model loaded on this backend).
   void reserve_weights(uint64_t bytes);
   // Device memory for one weight of `bytes` (from the arena when reserved, else its own).
   void* weight_memory(size_t bytes);
@@ -44,6 +44,7 @@ class CudaContext {
   cudaDeviceProp props_{};
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  std::vector<void*> arenas_;      // one per reserve_weights; weights come from the last
   uint8_t* arena_ = nullptr;
   uint64_t arena_size_ = 0, arena_used_ = 0;
   uint64_t weight_bytes_ = 0;

@@ -9,7 +9,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int64_t kMinSplitLen = 256;
-constexpr int kMaxSplits = 64;
+constexpr int kMaxSplits = 64;  // the merge reads two slices per lane
 constexpr int64_t kMaxSplitBlocks = 8192;  // rows * n_head * n_splits above this: fewer slices
 
 template <int E>
@@ -96,24 +96,30 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int e = 0; e < E; ++e) pp[2 + lane * E + e] = o[e];
 }
 
-// One warp per (head, row): merges the slices' partial softmax sums.
+// One warp per (head, row): merges the partial softmax sums of the slices that hold
+// positions <= last (lane s reads slice s's max and sum, s < 64).
 template <int E>
-__global__ void attention_merge_kernel(const float* part, AttnArgs a, AttnSplit sp, float* out, int64_t os) {
+__global__ void attention_merge_kernel(const float* part, const int32_t* pos, int64_t pos0, AttnArgs a, AttnSplit sp,
+                                       float* out, int64_t os) {
   constexpr int HD = 32 * E;
   const int h = blockIdx.x;
   const int64_t r = blockIdx.y;
   const int lane = threadIdx.x;
+  const int64_t last = pos ? pos[r] : pos0 + r;
+  const int64_t used = last / sp.split_len + 1;
+  const int n = static_cast<int>(used < sp.n_splits ? used : sp.n_splits);
   const float* pp = part + (r * a.n_head + h) * sp.n_splits * (HD + 2);
-  float M = -INFINITY;
-  for (int s = 0; s < sp.n_splits; ++s) M = fmaxf(M, pp[s * (HD + 2)]);
-  float L = 0.0f, o[E];
+  float m0 = lane < n ? pp[lane * (HD + 2)] : -INFINITY, m1 = lane + 32 < n ? pp[(lane + 32) * (HD + 2)] : -INFINITY;
+  const float M = warp_max(fmaxf(m0, m1));
+  const float f0 = lane < n ? expf(m0 - M) : 0.0f, f1 = lane + 32 < n ? expf(m1 - M) : 0.0f;
+  const float l0 = lane < n ? pp[lane * (HD + 2) + 1] : 0.0f, l1 = lane + 32 < n ? pp[(lane + 32) * (HD + 2) + 1] : 0.0f;
+  const float L = warp_sum(l0 * f0 + l1 * f1);
+  float o[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) o[e] = 0.0f;
-  for (int s = 0; s < sp.n_splits; ++s) {
+  for (int s = 0; s < n; ++s) {
+    const float f = __shfl_sync(0xffffffffu, s < 32 ? f0 : f1, s % 32);
     const float* q = pp + s * (HD + 2);
-    if (q[0] == -INFINITY) continue;  // an empty slice (past the last position)
-    const float f = expf(q[0] - M);
-    L += q[1] * f;
 #pragma unroll
     for (int e = 0; e < E; ++e) o[e] += q[2 + lane * E + e] * f;
   }
@@ -132,7 +138,7 @@ void launch_e(const float* q, int64_t qs, int64_t rows, const __half* K, const _
   launch_check("attention");
   if (sp.n_splits > 1) {
     attention_merge_kernel<E><<<dim3(static_cast<unsigned>(a.n_head), static_cast<unsigned>(rows)), 32, 0, s>>>(
-        scratch, a, sp, out, os);
+        scratch, pos, pos0, a, sp, out, os);
     launch_check("attention merge");
   }
 }

@@ -6,12 +6,12 @@ namespace {
 
 __global__ void kv_store_kernel(const float* k, int64_t ks, const float* v, int64_t vs, int64_t kv_dim,
                                 __half* K, __half* V, const int32_t* pos, int64_t pos0) {
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.y;
   const int64_t p = pos ? pos[r] : pos0 + r;
-  for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-    K[p * kv_dim + i] = __float2half_rn(k[r * ks + i]);
-    V[p * kv_dim + i] = __float2half_rn(v[r * vs + i]);
-  }
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= kv_dim) return;
+  K[p * kv_dim + i] = __float2half_rn(k[r * ks + i]);
+  V[p * kv_dim + i] = __float2half_rn(v[r * vs + i]);
 }
 
 }  // namespace
@@ -19,7 +19,8 @@ __global__ void kv_store_kernel(const float* k, int64_t ks, const float* v, int6
 void launch_kv_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t rows,
                      int64_t kv_dim, __half* K, __half* V, const int32_t* pos, int64_t pos0, cudaStream_t s) {
   if (rows == 0) return;
-  kv_store_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(k, k_stride, v, v_stride, kv_dim, K, V, pos, pos0);
+  const dim3 grid(static_cast<unsigned>((kv_dim + 127) / 128), static_cast<unsigned>(rows));
+  kv_store_kernel<<<grid, 128, 0, s>>>(k, k_stride, v, v_stride, kv_dim, K, V, pos, pos0);
   launch_check("kv_store");
 }
 
