@@ -95,6 +95,8 @@ struct AppendOptions {
   bool logits = true;        // compute logits (false: hidden states only)
   bool snapshots = false;    // keep the recurrent state after each row, so that rewind() into
                              // these rows needs no replay (rows <= EngineOptions::max_snapshots)
+  bool row_exact = true;     // each row's bits as a one-row forward gives them (decode, verify);
+                             // false: prompt kernels (ForwardOptions::row_exact)
 };
 
 // One conversation: the model state (KV cache, recurrent state) and the tokens it holds; the
@@ -125,6 +127,8 @@ class Session {
   std::vector<float> download_logits(const ForwardOutputs& out, int64_t i);
 
   // ---- whole prompts (CLI, tests) ----
+  // prefill, logits_all (and a rewind's recompute) run prompt kernels (row_exact off, as
+  // llama.cpp's batched path); append and decode run row-exact forwards.
   // Makes the cache hold exactly `prompt` and returns the logits after its last token.
   // Throws df::Error when the prompt is empty or longer than the context.
   // checkpoint_at: positions to keep a checkpoint at on the way (see GenerateOptions).

@@ -119,6 +119,14 @@ class Backend {
   // backend checks that they fit and allocates them in one piece; the CPU backend maps them).
   virtual void reserve_weights(uint64_t bytes) {}
 
+  // ---- execution mode ----
+  // Row-exact mode (on by default): every op computes each row of a call of up to the
+  // backend's verify size (CPU: CpuOptions::exact_rows) with the same bits as a one-row call
+  // would, so that decode and speculative verify agree bit for bit. Off (prompt prefill):
+  // multi-row calls may use multi-row kernels with another summation order (as llama.cpp's
+  // batched path does). The model sets it per forward from ForwardOptions::row_exact.
+  virtual void set_row_exact(bool on) {}
+
   // ---- ops ----  (shapes: x [n, k] means n rows of k floats)
   // Per-token inputs are I32 device tensors [n, 1] (one value per row): `ids` (token ids)
   // and `pos` (positions). No op allocates or waits for the device; `download` is the only

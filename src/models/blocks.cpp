@@ -302,7 +302,7 @@ ForwardOutputs StepGraphs::run(Backend& b, const Workspace& ws, const BatchInput
   constexpr int64_t kMaxRows = 8;
   constexpr size_t kMaxEntries = 8;
   if (in.segments.size() != 1 || in.n > kMaxRows) return ops();
-  std::vector<int64_t> key = {static_cast<int64_t>(ws.generation()), in.n, opt.logits, opt.snapshots};
+  std::vector<int64_t> key = {static_cast<int64_t>(ws.generation()), in.n, opt.logits, opt.snapshots, opt.row_exact};
   key.insert(key.end(), in.rows.begin(), in.rows.end());
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
   if (it == entries_.end()) {  // first time: eagerly, so that every allocation happens now

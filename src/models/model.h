@@ -87,6 +87,10 @@ struct ForwardOptions {
   // Recurrent layers keep the state after each row of each sequence in the state's slots
   // (a sequence may then have at most StateOptions::max_snapshots rows); see accept().
   bool snapshots = false;
+  // Row-exact kernels (Backend::set_row_exact): each row gets the bits a one-row forward
+  // gives it (decode, speculative verify). false: prompt prefill, where multi-row kernels in
+  // llama.cpp's batched summation order may be used.
+  bool row_exact = true;
 };
 
 // Device tensors, valid until the next forward on this model (they live in the model's
@@ -108,7 +112,8 @@ class StateCheckpoint {
   uint64_t bytes = 0;  // memory the copy holds
 };
 
-// Per-sequence model state: KV caches, recurrent state, snapshot slots. Opaque to callers.
+// Per-sequence model state: KV caches, recurrent state, snapshot slots. Opaque to callers; it
+// must not outlive the model that made it.
 class ModelState {
  public:
   virtual ~ModelState() = default;

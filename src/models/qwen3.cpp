@@ -118,6 +118,7 @@ class Qwen3 final : public Model {
   ForwardOutputs forward(std::span<ModelState* const> states, const Batch& batch,
                          const ForwardOptions& opt) override {
     Backend& b = backend();
+    b.set_row_exact(opt.row_exact);
     const blocks::BatchInputs in = ws_.upload(batch, states, hp_.n_vocab, opt);
     std::vector<Qwen3State*> st;
     for (const blocks::Segment& g : in.segments) st.push_back(static_cast<Qwen3State*>(states[static_cast<size_t>(g.seq)]));

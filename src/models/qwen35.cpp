@@ -12,7 +12,8 @@
 // Gated attention mixer: attn_q gives per head [query (hd) | gate (hd)]; q/k RMSNorm per head;
 //   RoPE (IMROPE sections) on the first rope.dimension_count dims; GQA over the KV cache;
 //   out = attn_output . (attention * sigmoid(gate))
-// MTP layers (blk.N.nextn.*, N >= block_count - nextn_predict_layers): qwen35_mtp.cpp.
+// MTP layers (blk.N.nextn.*, N >= block_count - nextn_predict_layers): the head of
+// qwen35_mtp.cpp (Model::mtp()).
 // References read: llama.cpp src/models/qwen35.cpp, delta-net-base.cpp, conversion/qwen.py.
 #include <cmath>
 #include <string>
@@ -23,6 +24,7 @@
 #include "models/blocks.h"
 #include "models/model.h"
 #include "models/qwen35.h"
+#include "models/qwen35_mtp.h"
 #include "models/qwen35_parts.h"
 
 namespace df {
@@ -53,15 +55,20 @@ class Qwen35 final : public Model {
     for (int64_t l = 0; l < m.n_layer; ++l)
       layers_.push_back(qwen35::load_layer(w, hp_, l, hp_.recurrent[static_cast<size_t>(l)]));
     blocks::set_weight_bytes(w, tok_embd_, m);
-    // MTP layers: checked, not run.
-    WeightLoader mtp(f, b);
-    for (int64_t l = m.n_layer; l < hp_.n_layer_all; ++l) check_mtp_layer(mtp, l);
-    m.weight_bytes += mtp.bytes_loaded();
+    // MTP layers: the first is the head (llama.cpp runs one); any further ones are checked.
+    if (m.n_layer_nextn > 0) {
+      mtp_ = std::make_unique<qwen35::Mtp>(f, b, hp_, tok_embd_, head_);
+      m.weight_bytes += mtp_->weight_bytes();
+    }
+    WeightLoader extra(f, b);
+    for (int64_t l = m.n_layer + 1; l < hp_.n_layer_all; ++l) check_mtp_layer(extra, l);
+    m.weight_bytes += extra.bytes_loaded();
     for (const auto& t : f.tensors()) m.n_params += static_cast<uint64_t>(t.n_elements());
   }
 
   const ModelInfo& info() const override { return hp_.info; }
   uint64_t scratch_bytes() const override { return ws_.bytes(); }
+  MtpHead* mtp() override { return mtp_.get(); }
 
   std::unique_ptr<ModelState> new_state(const StateOptions& opt) override {
     if (opt.n_ctx <= 0 || opt.max_chunk <= 0 || opt.max_snapshots < 0 || opt.max_checkpoints < 0)
@@ -74,6 +81,7 @@ class Qwen35 final : public Model {
                          const ForwardOptions& opt) override {
     const ModelInfo& m = hp_.info;
     Backend& b = backend();
+    b.set_row_exact(opt.row_exact);
     const blocks::BatchInputs in = ws_.upload(batch, states, m.n_vocab, opt);
     std::vector<State*> st;
     for (const blocks::Segment& g : in.segments) st.push_back(static_cast<State*>(states[static_cast<size_t>(g.seq)]));
@@ -121,7 +129,7 @@ class Qwen35 final : public Model {
       s_.beta = ws_.make(Hv);
       s_.g = ws_.make(Hv);
     }
-    if (m.n_layer_recurrent < m.n_layer || m.n_layer_nextn > 0) s_.attn = blocks::make_attn_scratch(ws_, m, true);
+    if (m.n_layer_recurrent < m.n_layer) s_.attn = blocks::make_attn_scratch(ws_, m, true);
     s_.ffn_gate = ws_.make(m.n_ff);
     s_.ffn_up = ws_.make(m.n_ff);
   }
@@ -167,8 +175,8 @@ class Qwen35 final : public Model {
     b.matmul(W.ssm_out, o, xn);                                 // xn [n, dim]
   }
 
-  // An MTP block: a full-attention decoder block plus the nextn projections (llama.cpp
-  // load_block_mtp). Checked for presence and shapes only.
+  // A further MTP block (past the first, which is the head): a full-attention decoder block
+  // plus the nextn projections (llama.cpp load_block_mtp), checked for presence and shapes.
   void check_mtp_layer(WeightLoader& w, int64_t l) const {
     const ModelInfo& m = hp_.info;
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -186,6 +194,7 @@ class Qwen35 final : public Model {
   Tensor tok_embd_;            // [n_vocab, dim]
   blocks::OutputHead head_;    // output_norm, output (or token_embd when tied)
   std::vector<Layer> layers_;
+  std::unique_ptr<qwen35::Mtp> mtp_;  // the nextn head (null without nextn layers)
   blocks::Workspace ws_;
   Scratch s_;
 };

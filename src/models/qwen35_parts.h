@@ -86,7 +86,9 @@ class State final : public ModelState {
   const Hparams& hp_;
   StateOptions opt_;
   uint64_t cache_bytes_ = 0;
-  std::vector<uint8_t> zeros_;     // host zeros for a reset
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+  Tensor zero_conv_, zero_ssm_;    // zeros shaped as one layer's conv / delta-rule state: a reset
+                                   // is a device copy, no host data
   std::vector<std::shared_ptr<RecurrentSet>> pool_;  // preallocated checkpoint buffers
   int64_t last_pos0_ = 0, last_n_ = 0;
   bool last_snapshots_ = false;

@@ -46,17 +46,19 @@ State::State(Backend& b, const Hparams& hp, const StateOptions& opt) : backend_(
       pool_.push_back(std::make_shared<RecurrentSet>(RecurrentSet::make(b, hp, 1)));
       cache_bytes_ += pool_.back()->bytes;
     }
-    uint64_t largest = 0;
-    for (const auto& t : live.conv) largest = std::max<uint64_t>(largest, t.nbytes());
-    for (const auto& t : live.ssm) largest = std::max<uint64_t>(largest, t.nbytes());
-    zeros_.assign(largest, 0);
+    zero_conv_ = alloc_tensor(b, GgmlType::F32, live.conv[0].cols, live.conv[0].rows, buffers_);
+    zero_ssm_ = alloc_tensor(b, GgmlType::F32, live.ssm[0].cols, live.ssm[0].rows, buffers_);
+    const std::vector<uint8_t> zeros(std::max(zero_conv_.nbytes(), zero_ssm_.nbytes()), 0);
+    b.upload(zero_conv_, zeros.data(), zero_conv_.nbytes());  // once, at creation
+    b.upload(zero_ssm_, zeros.data(), zero_ssm_.nbytes());
+    cache_bytes_ += zero_conv_.nbytes() + zero_ssm_.nbytes();
   }
 }
 
 void State::begin(int64_t pos0) {
   if (pos0 == 0) {  // a new sequence: recurrent and conv states start at zero
-    for (const auto& t : live.conv) backend_.upload(t, zeros_.data(), t.nbytes());
-    for (const auto& t : live.ssm) backend_.upload(t, zeros_.data(), t.nbytes());
+    for (const auto& t : live.conv) backend_.copy(zero_conv_, t);
+    for (const auto& t : live.ssm) backend_.copy(zero_ssm_, t);
   } else if (!rewindable() && pos0 != pos) {
     throw Error("forward at position " + std::to_string(pos0) + ", but the recurrent state is at " +
                 std::to_string(pos) + " (restore a checkpoint first)");

@@ -128,7 +128,9 @@ void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, fl
       if (mk > pos0 + i && mk < pos0 + i + m) m = mk - (pos0 + i);
     const bool last = i + m == n;
     const bool want = out && (all_logits || last);
-    const ForwardOutputs o = step(ids + i, m, pos0 + i, want && all_logits, want, ForwardOptions{});
+    ForwardOptions fo;
+    fo.row_exact = false;  // prompt prefill: llama.cpp's batched kernels
+    const ForwardOutputs o = step(ids + i, m, pos0 + i, want && all_logits, want, fo);
     if (want) {
       float* dst = all_logits ? out + i * n_vocab : out;
       engine_.backend().download(o.logits, dst, o.logits.nbytes());
@@ -149,6 +151,7 @@ ForwardOutputs Session::append(const std::vector<Token>& tokens, const AppendOpt
   ForwardOptions fo;
   fo.logits = opt.logits;
   fo.snapshots = opt.snapshots && !state_->rewindable();
+  fo.row_exact = opt.row_exact;
   ForwardOutputs out = step(tokens.data(), n, pos0, opt.all_outputs, true, fo);
   if (fo.snapshots) {
     snap_pos0_ = pos0;

@@ -134,7 +134,10 @@ void CpuBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos,
       kernels_.quantize_act(t, qr, act + q_stride * r, hd);
     }
     const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + static_cast<size_t>(hk * hd) * elem;
-    kernels_.gemm(t, hd, kbase, c.k.stride, 0, keys, act, q_stride, nr, scores, len);
+    // (per row when the call has at most exact_rows rows: row-count independence)
+    const int64_t rows = n <= exact_rows_ ? 1 : nr;
+    for (int64_t r = 0; r < nr; r += rows)
+      kernels_.gemm(t, hd, kbase, c.k.stride, 0, keys, act + q_stride * r, q_stride, rows, scores + r * len, len);
     // 2. probabilities, rounded to the cache type for the product with V
     for (int64_t r = 0; r < nr; ++r) {
       float* s = scores + r * len;
@@ -150,8 +153,9 @@ void CpuBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos,
     // 3. out = V^T p, rows hk*hd .. of the transposed V cache
     const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + c.v.stride * static_cast<size_t>(hk * hd);
     float* o = reinterpret_cast<float*>(static_cast<uint8_t*>(out.data) + out.stride * r0) + h * hd;
-    kernels_.gemm(t, len, vbase, c.v.stride, 0, hd, act, p_stride, nr, o,
-                  static_cast<int64_t>(out.stride / sizeof(float)));
+    const int64_t ldo = static_cast<int64_t>(out.stride / sizeof(float));
+    for (int64_t r = 0; r < nr; r += rows)
+      kernels_.gemm(t, len, vbase, c.v.stride, 0, hd, act + p_stride * r, p_stride, rows, o + r * ldo, ldo);
   });
 }
 

@@ -54,6 +54,8 @@ int resolve_threads(int n) {
 CpuBackend::CpuBackend(const CpuOptions& opt)
     : kernels_(kernels(opt.isa)),
       ssm_(ssm_vec(opt.isa)),
+      exact_rows_opt_(opt.exact_rows),
+      exact_rows_(opt.exact_rows),
       pool_(resolve_threads(opt.threads)),
       thread_buf_(static_cast<size_t>(pool_.size())),
       thread_bytes_(static_cast<size_t>(pool_.size())) {}
@@ -163,10 +165,22 @@ void CpuBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
     const int64_t i0 = c * chunk, i1 = std::min(m, i0 + chunk);
     for (int64_t r0 = 0; r0 < n; r0 += act_block) {
       const int64_t nr = std::min(act_block, n - r0);
-      kernels_.gemm(W.type, k, Wp, W.stride, i0, i1, act + act_stride * static_cast<size_t>(r0),
-                    act_stride, nr, Y + r0 * ldy, ldy);
+      gemm_rows(W.type, k, Wp, W.stride, i0, i1, act + act_stride * static_cast<size_t>(r0), act_stride, nr,
+                Y + r0 * ldy, ldy);
     }
   });
+}
+
+void CpuBackend::gemm_rows(GgmlType t, int64_t k, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
+                           const uint8_t* act, size_t act_stride, int64_t n, float* Y, int64_t ldy) const {
+  if (n > 1 && n <= exact_rows_) {
+    // Decode / verify sizes: the one-row kernel per row (the weight rows [i0, i1) stay in
+    // cache across the rows), so that row r's bits do not depend on n.
+    for (int64_t r = 0; r < n; ++r)
+      kernels_.gemm(t, k, W, w_stride, i0, i1, act + act_stride * static_cast<size_t>(r), act_stride, 1, Y + r * ldy, ldy);
+  } else {
+    kernels_.gemm(t, k, W, w_stride, i0, i1, act, act_stride, n, Y, ldy);
+  }
 }
 
 void CpuBackend::rope(const Tensor& x, const Tensor& pos, const RopeParams& p) {

@@ -14,6 +14,12 @@ namespace df::cpu {
 struct CpuOptions {
   int threads = 0;         // 0: all hardware threads
   Isa isa = best_isa();    // forced instruction set (tests compare against SCALAR)
+  // Row-count independence bound: in row-exact mode (Backend::set_row_exact) matrix products
+  // and attention of at most this many rows (decode and speculative verify) compute every
+  // row with the one-row kernels, so that a row's result is the same bits whatever the row
+  // count; larger calls and prefill use the multi-row tiles, whose f32 summation order
+  // differs (and matches llama.cpp's batched path).
+  int exact_rows = 8;
 };
 
 class CpuBackend final : public Backend {
@@ -26,6 +32,7 @@ class CpuBackend final : public Backend {
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override {}
+  void set_row_exact(bool on) override { exact_rows_ = on ? exact_rows_opt_ : 0; }
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) override;
@@ -60,8 +67,14 @@ class CpuBackend final : public Backend {
   // Per-thread scratch of bytes (activations rounded for attention products).
   uint8_t* thread_bytes(int thread, size_t bytes);
 
+  // Y rows = W[i0, i1) . act rows, with the one-row kernel per row when n <= exact_rows_.
+  void gemm_rows(GgmlType t, int64_t k, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
+                 const uint8_t* act, size_t act_stride, int64_t n, float* Y, int64_t ldy) const;
+
   const Kernels& kernels_;
   const SsmVec& ssm_;
+  int64_t exact_rows_opt_;  // CpuOptions::exact_rows
+  int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0
   ThreadPool pool_;
   std::vector<uint8_t> act_buf_;
   std::vector<std::vector<float>> thread_buf_;
