@@ -1,5 +1,6 @@
 // `diskformer bench`: prefill and decode speed (llama-bench's pp/tg), with the weight bytes
-// read per decoded token and the bandwidth that implies.
+// read per decoded token and the bandwidth that implies; on a GPU also the device's read
+// bandwidth (measured here with a read kernel) and the share of it decode reaches.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,10 @@
 
 #include "bench_spec.h"
 #include "common.h"
+#include "backend/backend.h"
+#ifdef DF_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace df::cli {
 namespace {
@@ -28,6 +33,15 @@ Summary summarize(const std::vector<double>& v) {
   for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
   s.stddev = v.size() > 1 ? std::sqrt(s.stddev / static_cast<double>(v.size() - 1)) : 0.0;
   return s;
+}
+
+// The device's read bandwidth in bytes/s, measured with a pure read kernel over 4 GiB (the
+// ceiling of a decode step); 0 on the CPU.
+double device_read_bandwidth(Backend& b) {
+#ifdef DF_HAVE_CUDA
+  if (auto* c = dynamic_cast<cuda::CudaBackend*>(&b)) return c->measure_read_bandwidth(size_t{4} << 30, 10);
+#endif
+  return 0.0;
 }
 
 }  // namespace
@@ -66,6 +80,9 @@ void register_bench(CLI::App& app) {
     std::vector<Token> prompt(static_cast<size_t>(f->n_prompt));
     for (auto& t : prompt) t = pick(rng);
     Session session(*engine);
+    Backend& backend = engine->backend();
+    std::vector<std::shared_ptr<Buffer>> owner;
+    const Tensor best = alloc_tensor(backend, GgmlType::I32, 1, 1, owner);
     std::vector<double> pp, tg;
     for (int r = 0; r < f->reps + 1; ++r) {  // the first repetition warms up and is dropped
       if (f->n_prompt > 0) {
@@ -76,8 +93,15 @@ void register_bench(CLI::App& app) {
       }
       if (f->n_gen > 0) {
         session.prefill({pick(rng)});
+        // Each step as a greedy generator runs it: forward, argmax on the device, the one id
+        // back to the host (the only sync per token), fed as the next input.
+        Token t = pick(rng);
         const auto t0 = std::chrono::steady_clock::now();
-        for (int64_t i = 0; i < f->n_gen; ++i) session.decode(pick(rng));
+        for (int64_t i = 0; i < f->n_gen; ++i) {
+          const ForwardOutputs o = session.append({t});
+          backend.argmax(o.logits, best);
+          backend.download(best, &t, sizeof t);
+        }
         if (r > 0) tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
       }
     }
@@ -98,6 +122,11 @@ void register_bench(CLI::App& app) {
                           {"decode_stddev", g.stddev},
                           {"decode_ms_per_token", g.mean > 0 ? 1000.0 / g.mean : 0.0},
                           {"decode_weight_gb_per_second", gbs}};
+    const double read_bw = device_read_bandwidth(backend);
+    if (read_bw > 0) {
+      out["device_read_gb_per_second"] = read_bw / 1e9;
+      out["decode_share_of_read_bandwidth"] = gbs * 1e9 / read_bw;
+    }
     const bool spec = f->spec.mode == "mtp" || f->spec.mode == "draft-mtp";
     if (spec && f->n_gen > 0) {
       std::vector<Token> sp(prompt.begin(), prompt.begin() + std::min<int64_t>(f->n_prompt, 64));
@@ -112,6 +141,9 @@ void register_bench(CLI::App& app) {
       std::printf("tg%lld: %.2f ± %.2f tok/s (%.2f ms/token, %.2f MiB/token, %.2f GB/s)\n",
                   static_cast<long long>(f->n_gen), g.mean, g.stddev, g.mean > 0 ? 1000.0 / g.mean : 0.0,
                   static_cast<double>(info.bytes_per_token) / (1 << 20), gbs);
+      if (read_bw > 0)
+        std::printf("device read bandwidth %.1f GB/s (read kernel): decode at %.1f %% of it\n", read_bw / 1e9,
+                    100.0 * gbs * 1e9 / read_bw);
       if (out.contains("spec"))
         std::printf("spec mtp (draft-max %d%s): %.2f tok/s vs plain %.2f tok/s (x%.2f), %lld of %lld drafts accepted\n",
                     f->spec.draft_max, f->spec.draft_fixed ? ", fixed" : "", out["spec"]["spec_tokens_per_second"].get<double>(),

@@ -21,6 +21,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--isa", f.isa, "CPU instruction set: auto, scalar, avx2, avx512")
       ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
+  app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
   app.add_option("--checkpoint-every", f.checkpoint_every,
                  "hybrid models: also checkpoint the recurrent state every N tokens, for prefix reuse (0: only "
                  "at the end of each prompt and answer)")
@@ -56,6 +57,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;
+  o.graphs = !f.no_graphs;
   o.checkpoint_every = f.checkpoint_every;
   o.max_checkpoints = f.max_checkpoints;
   if (!f.quiet) o.on_progress = [](double x) { progress_bar("loading", x); };

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,12 @@ struct AttentionParams {
   float scale = 1.0f;     // usually 1/sqrt(head_dim)
 };
 
+// A recorded sequence of ops (a CUDA graph), replayed by Backend::replay.
+class OpGraph {
+ public:
+  virtual ~OpGraph() = default;
+};
+
 class Backend;
 // A dense tensor [rows, cols] in fresh memory of `b`; the buffer is appended to `owner`,
 // which keeps it alive.
@@ -99,6 +106,18 @@ class Backend {
   virtual void upload(const Tensor& dst, const void* src, size_t bytes) = 0;
   virtual void download(const Tensor& src, void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Graphs: record() runs `ops` and returns a graph that replays the same launches on the
+  // same tensors (whose contents may change: per-token inputs live in device tensors), or
+  // null where the backend has no graphs (the ops just ran). Nothing inside may allocate,
+  // upload or download. replay() runs a recorded graph.
+  virtual std::unique_ptr<OpGraph> record(const std::function<void()>& ops) {
+    ops();
+    return nullptr;
+  }
+  virtual void replay(OpGraph& g) {}
+  // Called once before a model's weights are loaded with the bytes they take (a device
+  // backend checks that they fit and allocates them in one piece; the CPU backend maps them).
+  virtual void reserve_weights(uint64_t bytes) {}
 
   // ---- execution mode ----
   // Row-exact mode (on by default): every op computes each row of a call of up to the

@@ -112,6 +112,7 @@ bool Workspace::grow(int64_t rows) {
   buffers_.clear();
   bytes_ = 0;
   rows_ = rows;
+  ++generation_;
   inputs_ = alloc_tensor(b_, GgmlType::I32, 1, 3 * rows, buffers_);
   bytes_ += inputs_.nbytes();
   staging_.assign(static_cast<size_t>(3 * rows), 0);
@@ -127,8 +128,10 @@ Tensor Workspace::make(int64_t cols, GgmlType t) {
 namespace {
 
 // An output tensor of at least n rows, regrown (doubling) when a larger one is asked for.
-Tensor grow_rows(Backend& b, Tensor& t, int64_t n, int64_t cols, std::vector<std::shared_ptr<Buffer>>& owner) {
+Tensor grow_rows(Backend& b, Tensor& t, int64_t n, int64_t cols, std::vector<std::shared_ptr<Buffer>>& owner,
+                 uint64_t& generation) {
   if (t.data == nullptr || t.rows < n || t.cols != cols) {
+    ++generation;
     const int64_t rows = std::max<int64_t>(n, t.data ? 2 * t.rows : 1);
     t = alloc_tensor(b, GgmlType::F32, cols, rows, owner);
   }
@@ -137,8 +140,8 @@ Tensor grow_rows(Backend& b, Tensor& t, int64_t n, int64_t cols, std::vector<std
 
 }  // namespace
 
-Tensor Workspace::hidden(int64_t n_out, int64_t dim) { return grow_rows(b_, hidden_, n_out, dim, out_buffers_); }
-Tensor Workspace::logits(int64_t n_out, int64_t n_vocab) { return grow_rows(b_, logits_, n_out, n_vocab, out_buffers_); }
+Tensor Workspace::hidden(int64_t n_out, int64_t dim) { return grow_rows(b_, hidden_, n_out, dim, out_buffers_, generation_); }
+Tensor Workspace::logits(int64_t n_out, int64_t n_vocab) { return grow_rows(b_, logits_, n_out, n_vocab, out_buffers_, generation_); }
 
 BatchInputs Workspace::upload(const Batch& batch, std::span<ModelState* const> states, int64_t n_vocab,
                               const ForwardOptions& opt) {
@@ -291,6 +294,31 @@ ForwardOutputs output_head(Backend& b, const OutputHead& H, float eps, Workspace
     b.matmul(H.out, out.hidden.slice_rows(first, n_out - first), out.logits);  // logits [n_out, n_vocab]
   }
   return out;
+}
+
+// ---- decode steps as graphs ----
+
+ForwardOutputs StepGraphs::run(Backend& b, const Workspace& ws, const BatchInputs& in, const ForwardOptions& opt,
+                               const std::function<ForwardOutputs()>& ops) {
+  constexpr int64_t kMaxRows = 8;
+  constexpr size_t kMaxEntries = 8;
+  if (in.segments.size() != 1 || in.n > kMaxRows) return ops();
+  std::vector<int64_t> key = {static_cast<int64_t>(ws.generation()), in.n, opt.logits, opt.snapshots, opt.row_exact};
+  key.insert(key.end(), in.rows.begin(), in.rows.end());
+  auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
+  if (it == entries_.end()) {  // first time: eagerly, so that every allocation happens now
+    if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());
+    entries_.push_back(Entry{key, true, nullptr, {}});
+    return ops();
+  }
+  if (!it->recordable) return ops();
+  if (!it->graph) {  // second time: record (and run) it
+    it->graph = b.record([&] { it->out = ops(); });
+    if (!it->graph) it->recordable = false;
+    return it->out;
+  }
+  b.replay(*it->graph);
+  return it->out;
 }
 
 }  // namespace df::blocks

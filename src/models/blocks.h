@@ -5,6 +5,7 @@
 // Each architecture file then reads as its recipe, as llama.cpp's src/models/*.cpp do.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -103,6 +104,8 @@ class Workspace {
   explicit Workspace(Backend& b) : b_(b) {}
   int64_t rows() const { return rows_; }
   uint64_t bytes() const { return bytes_; }
+  // Changes whenever a tensor of the workspace is reallocated (recorded graphs then go stale).
+  uint64_t generation() const { return generation_; }
   // Sizes every tensor for `rows` rows (allocates only when growing); `make` receives a
   // function that allocates [rows, cols] f32 tensors and builds the model's scratch.
   bool grow(int64_t rows);
@@ -123,6 +126,28 @@ class Workspace {
   std::vector<int32_t> staging_;     // host copy of inputs_
   Tensor hidden_, logits_;
   std::vector<std::shared_ptr<Buffer>> out_buffers_;
+  uint64_t generation_ = 0;
+};
+
+// Decode steps as device graphs (Backend::record / replay). A forward whose shape repeats
+// (one sequence of at most 8 rows, the same output rows and options, an unchanged
+// workspace) runs eagerly the first time (allocations happen there), is recorded the second
+// time and replayed after that; the per-token inputs (ids, positions, output rows) are in
+// device tensors that Workspace::upload refreshes before each replay. Owned by a state (its
+// caches are in the recorded graph). Backends without graphs run every forward eagerly.
+class StepGraphs {
+ public:
+  ForwardOutputs run(Backend& b, const Workspace& ws, const BatchInputs& in, const ForwardOptions& opt,
+                     const std::function<ForwardOutputs()>& ops);
+
+ private:
+  struct Entry {
+    std::vector<int64_t> key;
+    bool recordable = true;          // false: the backend has no graphs
+    std::unique_ptr<OpGraph> graph;  // null until the shape's second forward
+    ForwardOutputs out;              // what the recorded forward returns
+  };
+  std::vector<Entry> entries_;
 };
 
 // ---- blocks over backend ops ----

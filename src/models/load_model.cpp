@@ -10,6 +10,9 @@ namespace df {
 std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend) {
   const std::string arch = file.get_string("general.architecture");
   check_hparam_limits(file, arch);
+  uint64_t weight_bytes = 0;  // every tensor, each padded to 256 bytes
+  for (const auto& t : file.tensors()) weight_bytes += (t.nbytes + 255) / 256 * 256;
+  backend.reserve_weights(weight_bytes);
   if (arch == "qwen3") return make_qwen3(file, backend);
   if (arch == "qwen35") return make_qwen35(file, backend);
   if (arch == "qwen35moe") return make_qwen35moe(file, backend);

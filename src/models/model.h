@@ -59,6 +59,9 @@ struct StateOptions {
   // Checkpoint buffers preallocated by the state (capture() uses one each; 0: allocated
   // when capture() is called without a free buffer).
   int max_checkpoints = 0;
+  // Repeated decode-shaped forwards of this state are recorded once as device graphs and
+  // replayed (where the backend has graphs: CUDA); false runs every op eagerly.
+  bool graphs = true;
 };
 
 // A batch of rows for Model::forward: row i is token `token[i]` at position `pos[i]` of the

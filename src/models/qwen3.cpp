@@ -54,6 +54,8 @@ class Qwen3State final : public ModelState {
   }
 
   std::vector<KvCache> kv_cache;  // per layer: n_ctx positions of n_head_kv * head_dim
+  blocks::StepGraphs graphs;      // recorded decode steps over these caches
+  bool use_graphs() const { return opt_.graphs; }
   int64_t pos = 0;                // where the last forward ended
   int64_t last_pos0 = 0, last_n = 0;  // the last forward's rows of this state
 
@@ -124,24 +126,28 @@ class Qwen3 final : public Model {
     const Tensor x = s_.x.slice_rows(0, n), xn = s_.xn.slice_rows(0, n);
     const Tensor gate = s_.gate.slice_rows(0, n), up = s_.up.slice_rows(0, n);
     std::vector<KvCache*> caches(st.size());
-
-    b.get_rows(tok_embd_, in.ids, x);                            // x [n, dim]
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      const Layer& L = layers_[l];
-      for (size_t i = 0; i < st.size(); ++i) caches[i] = &st[i]->kv_cache[l];
-      b.rms_norm(x, L.attn_norm, hp_.rms_eps, xn);                // xn [n, dim]
-      blocks::attention(b, L.attn, shape_, s_.attn, in, caches, xn);
-      b.add(x, xn);                                               // residual
-      b.rms_norm(x, L.ffn_norm, hp_.rms_eps, xn);
-      blocks::swiglu_ffn(b, L.ffn, xn, gate, up, xn);             // xn [n, dim]
-      b.add(x, xn);
-    }
+    auto ops = [&] {
+      b.get_rows(tok_embd_, in.ids, x);                          // x [n, dim]
+      for (size_t l = 0; l < layers_.size(); ++l) {
+        const Layer& L = layers_[l];
+        for (size_t i = 0; i < st.size(); ++i) caches[i] = &st[i]->kv_cache[l];
+        b.rms_norm(x, L.attn_norm, hp_.rms_eps, xn);              // xn [n, dim]
+        blocks::attention(b, L.attn, shape_, s_.attn, in, caches, xn);
+        b.add(x, xn);                                             // residual
+        b.rms_norm(x, L.ffn_norm, hp_.rms_eps, xn);
+        blocks::swiglu_ffn(b, L.ffn, xn, gate, up, xn);           // xn [n, dim]
+        b.add(x, xn);
+      }
+      return blocks::output_head(b, head_, hp_.rms_eps, ws_, in, x, hp_.n_vocab, opt);
+    };
+    // One sequence: a repeated decode shape replays as a recorded graph.
+    const ForwardOutputs out = st.size() == 1 && st[0]->use_graphs() ? st[0]->graphs.run(b, ws_, in, opt, ops) : ops();
     for (size_t i = 0; i < st.size(); ++i) {
       st[i]->last_pos0 = in.segments[i].pos0;
       st[i]->last_n = in.segments[i].n;
       st[i]->pos = in.segments[i].pos0 + in.segments[i].n;
     }
-    return blocks::output_head(b, head_, hp_.rms_eps, ws_, in, x, hp_.n_vocab, opt);
+    return out;
   }
 
  private:

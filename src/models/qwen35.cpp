@@ -89,25 +89,29 @@ class Qwen35 final : public Model {
     const int64_t n = in.n;
     const Tensor x = s_.x.slice_rows(0, n), xn = s_.xn.slice_rows(0, n);
     std::vector<KvCache*> caches(st.size());
-
-    b.get_rows(tok_embd_, in.ids, x);                           // x [n, dim]
-    size_t i_rec = 0, i_att = 0;
-    for (const Layer& L : layers_) {
-      b.rms_norm(x, L.attn_norm, m.rms_eps, xn);                // xn [n, dim]
-      if (L.recurrent) {
-        qwen35::delta_net(b, hp_, L.dn, s_.dn, in, st, i_rec++, opt.snapshots, xn);  // xn <- mixer(xn)
-      } else {
-        for (size_t i = 0; i < st.size(); ++i) caches[i] = &st[i]->kv_cache[i_att];
-        ++i_att;
-        blocks::attention(b, L.attn, shape_, s_.attn, in, caches, xn);
+    auto ops = [&] {
+      b.get_rows(tok_embd_, in.ids, x);                         // x [n, dim]
+      size_t i_rec = 0, i_att = 0;
+      for (const Layer& L : layers_) {
+        b.rms_norm(x, L.attn_norm, m.rms_eps, xn);              // xn [n, dim]
+        if (L.recurrent) {
+          qwen35::delta_net(b, hp_, L.dn, s_.dn, in, st, i_rec++, opt.snapshots, xn);  // xn <- mixer(xn)
+        } else {
+          for (size_t i = 0; i < st.size(); ++i) caches[i] = &st[i]->kv_cache[i_att];
+          ++i_att;
+          blocks::attention(b, L.attn, shape_, s_.attn, in, caches, xn);
+        }
+        b.add(x, xn);                                           // residual
+        b.rms_norm(x, L.post_norm, m.rms_eps, xn);
+        blocks::swiglu_ffn(b, L.ffn, xn, s_.ffn_gate.slice_rows(0, n), s_.ffn_up.slice_rows(0, n), xn);
+        b.add(x, xn);
       }
-      b.add(x, xn);                                             // residual
-      b.rms_norm(x, L.post_norm, m.rms_eps, xn);
-      blocks::swiglu_ffn(b, L.ffn, xn, s_.ffn_gate.slice_rows(0, n), s_.ffn_up.slice_rows(0, n), xn);
-      b.add(x, xn);
-    }
+      return blocks::output_head(b, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
+    };
+    // One sequence: a repeated decode shape replays as a recorded graph.
+    const ForwardOutputs out = st.size() == 1 && st[0]->use_graphs() ? st[0]->graphs.run(b, ws_, in, opt, ops) : ops();
     for (size_t i = 0; i < st.size(); ++i) st[i]->end(in.segments[i].pos0, in.segments[i].n, opt.snapshots);
-    return blocks::output_head(b, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
+    return out;
   }
 
  private:

@@ -88,6 +88,8 @@ class State final : public ModelState {
   RecurrentSet snap;               // max_snapshots slots: the state after row t of the last forward
   std::vector<KvCache> kv_cache;   // per attention layer: n_ctx positions of n_head_kv * hd
   int64_t pos = 0;                 // tokens the state has consumed; -1: invalid (a forward failed)
+  blocks::StepGraphs graphs;       // recorded decode steps over this state
+  bool use_graphs() const { return opt_.graphs; }
 
  private:
   Backend& backend_;

@@ -59,6 +59,7 @@ Session::Session(Engine& engine, int64_t max_snapshots) : engine_(engine) {
   so.n_ctx = engine.options().n_ctx;
   so.max_chunk = std::max<int64_t>(1, std::min(engine.options().prefill_chunk, so.n_ctx));
   so.kv_f32 = engine.options().kv_f32;
+  so.graphs = engine.options().graphs;
   so.max_snapshots = max_snapshots;
   so.max_checkpoints = std::max(0, engine.options().max_checkpoints) + 1;  // + one for capture()
   state_ = engine.model().new_state(so);

@@ -54,12 +54,24 @@ struct Shape {
   bool tied = false;
 };
 
+constexpr const char* kPresets = "default | bench05b | qwen3_06b | qwen3_4b | qwen35_27b | moe-small | 35b-a3b";
+
 Shape preset(const std::string& name) {
   Shape s;
   if (name == "default") return s;
-  if (name == "bench05b") {  // Qwen3-0.6B's shape
+  if (name == "bench05b" || name == "qwen3_06b") {  // Qwen3-0.6B's shape
     s.layers = 28, s.dim = 1024, s.ff = 3072, s.heads = 16, s.kv_heads = 8, s.head_dim = 128;
     s.vocab = 151936, s.ctx = 40960, s.tied = true;
+    return s;
+  }
+  if (name == "qwen3_4b") {  // Qwen3-4B's shape
+    s.layers = 36, s.dim = 2560, s.ff = 9728, s.heads = 32, s.kv_heads = 8, s.head_dim = 128;
+    s.vocab = 151936, s.ctx = 40960, s.tied = true;
+    return s;
+  }
+  if (name == "qwen35_27b") {  // Qwen3.5-27B's trunk: 64 layers (every 4th full attention)
+    s.layers = 64, s.dim = 5120, s.ff = 17408, s.heads = 24, s.kv_heads = 4, s.head_dim = 256;
+    s.vocab = 248320, s.ctx = 40960, s.tied = false, s.rope_base = 10000000.0f;
     return s;
   }
   if (name == "moe-small") {  // a small qwen35moe for tests and CPU benchmarks
@@ -72,7 +84,7 @@ Shape preset(const std::string& name) {
     s.vocab = 248320, s.ctx = 262144, s.rope_base = 10000000.0f;
     return s;
   }
-  throw Error("unknown preset '" + name + "' (default | bench05b | moe-small | 35b-a3b)");
+  throw Error("unknown preset '" + name + "' (" + kPresets + ")");
 }
 
 // The qwen35moe part of the MoE presets (flags given on the command line win).
@@ -190,7 +202,7 @@ int run(int argc, char** argv) {
   app.add_option("--arch", o.arch, "qwen3 | qwen35 | qwen35moe")->check(CLI::IsMember({"qwen3", "qwen35", "qwen35moe"}));
   Qwen35Flags q35;
   add_qwen35_flags(app, q35);
-  app.add_option("--preset", o.preset, "default | bench05b | moe-small | 35b-a3b (the last two: --arch qwen35moe)");
+  app.add_option("--preset", o.preset, std::string(kPresets) + " (moe-small, 35b-a3b: --arch qwen35moe)");
   app.add_option("--layers", layers);
   app.add_option("--dim", dim);
   app.add_option("--ff", ff);
@@ -221,6 +233,17 @@ int run(int argc, char** argv) {
   if ((o.preset == "moe-small" || o.preset == "35b-a3b") && o.arch != "qwen35moe")
     throw Error("preset '" + o.preset + "' is a qwen35moe shape (give --arch qwen35moe)");
   moe_preset(o.preset, q35);
+  if (o.preset == "qwen35_27b") {  // the linear-attention shape of Qwen3.5-27B
+    if (app.count("--arch") && o.arch != "qwen35") throw Error("--preset qwen35_27b is a qwen35 model");
+    o.arch = "qwen35";
+    auto def = [](int& v, int d) { v = v ? v : d; };
+    def(q35.rot_dims, 64);
+    def(q35.ssm_state, 128);
+    def(q35.ssm_k_heads, 16);
+    def(q35.ssm_v_heads, 48);
+    def(q35.conv_kernel, 4);
+    def(q35.full_attn_interval, 4);
+  }
   if (layers) s.layers = layers;
   if (dim) s.dim = dim;
   if (ff) s.ff = ff;

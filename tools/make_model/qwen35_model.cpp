@@ -70,14 +70,7 @@ class Writer35 {
     if (cols % type_info(t).block_elems != 0)
       throw Error("tensor " + name + ": row length " + std::to_string(cols) + " is not a multiple of the " +
                   std::string(type_name(t)) + " block");
-    Rng rng(name_seed(seed_, name));
-    const size_t rb = row_bytes(t, cols);
-    std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& x : row) x = sigma * rng.normal();
-      cpu::quantize_row_ref(t, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
-    }
+    const std::vector<uint8_t> data = random_matrix(name_seed(seed_, name), sigma, t, cols, rows);
     std::vector<int64_t> ne = {cols, rows};
     if (n_mat > 1) ne = {cols, rows / n_mat, n_mat};
     w_.add_tensor(name, t, ne, data.data(), data.size());

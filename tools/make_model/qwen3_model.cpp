@@ -24,14 +24,7 @@ class ModelWriter {
     if (cols % type_info(type_).block_elems != 0)
       throw Error("tensor " + name + ": row length " + std::to_string(cols) + " is not a multiple of the " +
                   std::string(type_name(type_)) + " block");
-    Rng rng(name_seed(seed_, name));
-    const size_t rb = row_bytes(type_, cols);
-    std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& x : row) x = sigma * rng.normal();
-      cpu::quantize_row_ref(type_, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
-    }
+    const std::vector<uint8_t> data = random_matrix(name_seed(seed_, name), sigma, type_, cols, rows);
     w_.add_tensor(name, type_, {cols, rows}, data.data(), data.size());
     n_params_ += cols * rows;
   }

@@ -1,0 +1,349 @@
+// Workbench of the GPU matvec kernels (src/backend/cuda/matvec): the device's read
+// bandwidth measured with a read kernel, validation of every format against the CPU
+// reference (NMSE per n in 1..8, bit-identity of rows across n, get_rows exactness), and the
+// speed of every format on the real shapes (rows x cols = outputs x inputs), with the
+// launch variants (rows per warp, parts in flight) of the planar formats. JSON to --out.
+//
+//   bench_matvec_cuda --out matvec_cuda.json [--quick] [--formats q4_0,q8_0]
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/matvec/dispatch.cuh"
+#include "backend/cuda/matvec/matvec.cuh"
+#include "common/error.h"
+#include "matvec_testing.h"
+
+using df::GgmlType;
+using nlohmann::json;
+namespace mv = df::cudamv;
+namespace mt = df::cudamv::testing;
+
+namespace {
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw df::Error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// ---- read bandwidth: every byte of a buffer read once with 16-byte loads ----
+__global__ void read_kernel(const uint4* __restrict__ p, size_t n, unsigned* __restrict__ sink) {
+  uint32_t acc = 0;
+  const size_t stride = size_t{gridDim.x} * blockDim.x;
+  size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = mv::ld_stream(p + i), b = mv::ld_stream(p + i + stride);
+    const uint4 c = mv::ld_stream(p + i + 2 * stride), d = mv::ld_stream(p + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 a = mv::ld_stream(p + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;  // keeps the loads
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+json measure_read_bandwidth(size_t bytes) {
+  void* buf = nullptr;
+  unsigned* sink = nullptr;
+  ck(cudaMalloc(&buf, bytes), "bandwidth buffer");
+  ck(cudaMalloc(&sink, 4), "sink");
+  ck(cudaMemset(buf, 0x5a, bytes), "memset");
+  int sms = 0;
+  ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "attr");
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<double> gbs;
+  for (int rep = 0; rep < 8; ++rep) {
+    cudaEventRecord(a);
+    read_kernel<<<sms * 8, 512>>>(static_cast<const uint4*>(buf), bytes / 16, sink);
+    cudaEventRecord(b);
+    ck(cudaEventSynchronize(b), "read kernel");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (rep > 0) gbs.push_back(static_cast<double>(bytes) / (ms * 1e-3) / 1e9);
+  }
+  cudaFree(buf);
+  cudaFree(sink);
+  const double best = *std::max_element(gbs.begin(), gbs.end());
+  return {{"bytes", bytes}, {"gbs_median", median(gbs)}, {"gbs_best", best}};
+}
+
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t n) { ck(cudaMalloc(&p, n), "alloc"); }
+  ~DevBuf() { cudaFree(p); }
+  float* f() const { return static_cast<float*>(p); }
+};
+
+// ---- validation at a moderate shape ----
+json validate(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols) {
+  const auto blocks = mt::random_blocks(t, cols, rows, 1000 + static_cast<uint64_t>(t));
+  const auto w = mt::dequant_rows(t, blocks.data(), cols, rows);
+  const auto x = mt::random_x(mv::kMaxRows * cols, 77);
+  const auto ref = mt::reference(w, x, cols, rows, mv::kMaxRows);
+  mv::PackedWeight W = mv::pack_weight(ctx, t, cols, rows, blocks.data());
+  DevBuf dx(x.size() * 4), dy(mv::kMaxRows * rows * 4), dy1(rows * 4);
+  ck(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "x");
+  json nm = json::array();
+  double worst = 0.0;
+  bool identical = true;
+  std::vector<float> y8;
+  std::vector<std::vector<float>> ys(mv::kMaxRows + 1);
+  for (int n = 1; n <= mv::kMaxRows; ++n) {
+    ck(cudaMemset(dy.p, 0xff, mv::kMaxRows * rows * 4), "poison");
+    mv::matvec(W, dx.f(), dy.f(), n, nullptr);
+    ck(cudaDeviceSynchronize(), "matvec");
+    ys[n].resize(static_cast<size_t>(n * rows));
+    ck(cudaMemcpy(ys[n].data(), dy.p, ys[n].size() * 4, cudaMemcpyDeviceToHost), "y");
+    const double e = mt::nmse(ys[n].data(), ref.data(), ys[n].size());
+    nm.push_back(e);
+    worst = std::max(worst, e);
+  }
+  for (int j = 0; j < mv::kMaxRows; ++j) {
+    mv::matvec(W, dx.f() + j * cols, dy1.f(), 1, nullptr);
+    std::vector<float> y1(static_cast<size_t>(rows));
+    ck(cudaMemcpy(y1.data(), dy1.p, rows * 4, cudaMemcpyDeviceToHost), "y1");
+    for (int n = j + 1; n <= mv::kMaxRows; ++n)
+      identical = identical && std::memcmp(y1.data(), ys[n].data() + j * rows, rows * 4) == 0;
+  }
+  // get_rows on 16 ids
+  std::vector<int32_t> ids(16);
+  for (int k = 0; k < 16; ++k) ids[k] = static_cast<int32_t>((k * 7919) % rows);
+  DevBuf did(16 * 4), dout(16 * cols * 4);
+  ck(cudaMemcpy(did.p, ids.data(), 64, cudaMemcpyHostToDevice), "ids");
+  mv::get_rows(W, static_cast<const int32_t*>(did.p), 16, dout.f(), nullptr);
+  std::vector<float> out(16 * cols);
+  ck(cudaMemcpy(out.data(), dout.p, out.size() * 4, cudaMemcpyDeviceToHost), "rows");
+  bool exact = true;
+  for (int k = 0; k < 16; ++k) exact = exact && std::memcmp(out.data() + k * cols, w.data() + ids[k] * cols, cols * 4) == 0;
+  return {{"type", std::string(df::type_name(t))}, {"rows", rows}, {"cols", cols}, {"nmse_per_n", nm},
+          {"nmse_worst", worst}, {"rows_bit_identical_across_n", identical}, {"get_rows_exact", exact}};
+}
+
+// ---- speed ----
+mv::PackedWeight clone(const mv::PackedWeight& src) {
+  mv::PackedWeight c;
+  c.type = src.type, c.cols = src.cols, c.rows = src.rows, c.bytes = src.bytes;
+  c.q_row_bytes = src.q_row_bytes, c.m_offset = src.m_offset, c.m_row_bytes = src.m_row_bytes;
+  c.tables = src.tables;
+  void* d = nullptr;
+  ck(cudaMalloc(&d, src.bytes), "clone");
+  c.data = static_cast<uint8_t*>(d);
+  c.owns = true;
+  ck(cudaMemcpy(c.data, src.data, src.bytes, cudaMemcpyDeviceToDevice), "clone copy");
+  return c;
+}
+
+// Fills a rows-row weight with copies of a tile's rows (row r = tile row r % tile rows).
+mv::PackedWeight replicate(const mv::PackedWeight& tile, int64_t rows) {
+  mv::PackedWeight w;
+  w.type = tile.type, w.cols = tile.cols, w.rows = rows;
+  w.q_row_bytes = tile.q_row_bytes, w.m_row_bytes = tile.m_row_bytes;
+  w.m_offset = tile.q_row_bytes * static_cast<size_t>(rows);
+  w.bytes = mv::packed_bytes(tile.type, tile.cols, rows);
+  w.tables = tile.tables;
+  void* d = nullptr;
+  ck(cudaMalloc(&d, w.bytes), "weight");
+  w.data = static_cast<uint8_t*>(d);
+  w.owns = true;
+  for (int64_t r = 0; r < rows; r += tile.rows) {
+    const int64_t m = std::min(tile.rows, rows - r);
+    ck(cudaMemcpy(w.data + r * w.q_row_bytes, tile.data, m * w.q_row_bytes, cudaMemcpyDeviceToDevice), "rep q");
+    if (w.m_row_bytes)
+      ck(cudaMemcpy(w.data + w.m_offset + r * w.m_row_bytes, tile.data + tile.m_offset, m * w.m_row_bytes,
+                    cudaMemcpyDeviceToDevice), "rep m");
+  }
+  return w;
+}
+
+// Median time of one launch (ms), launches captured in a graph cycling over the copies.
+template <class Launch>
+double time_launches(const std::vector<const mv::PackedWeight*>& ws, Launch&& launch, cudaStream_t s) {
+  const int copies = static_cast<int>(ws.size());
+  const int k = copies * std::max(1, 48 / copies);
+  for (int i = 0; i < copies; ++i) launch(*ws[i], s);  // warm-up (and launch errors)
+  ck(cudaStreamSynchronize(s), "warm-up");
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < k; ++i) launch(*ws[i % copies], s);
+  ck(cudaStreamEndCapture(s, &g), "capture end");
+  ck(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  ck(cudaGraphLaunch(ge, s), "graph");
+  std::vector<double> ms;
+  for (int rep = 0; rep < 5; ++rep) {
+    cudaEventRecord(a, s);
+    ck(cudaGraphLaunch(ge, s), "graph");
+    cudaEventRecord(b, s);
+    ck(cudaEventSynchronize(b), "graph run");
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t / k);
+  }
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(ms);
+}
+
+bool planar_fast(GgmlType t) {
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q4_0 ||
+         t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS;
+}
+
+json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, double bw, bool variants,
+           const std::vector<int>& ns, cudaStream_t s) {
+  const size_t rb = df::row_bytes(t, cols);
+  const int64_t tile_rows = std::min<int64_t>(rows, std::max<int64_t>(64, (24u << 20) / rb));
+  const auto blocks = mt::random_blocks(t, cols, tile_rows, 5000 + static_cast<uint64_t>(t));
+  mv::PackedWeight tile = mv::pack_weight(ctx, t, cols, tile_rows, blocks.data());
+  std::vector<mv::PackedWeight> copies;
+  copies.push_back(replicate(tile, rows));
+  const size_t per = copies[0].bytes;
+  const int ncopies = static_cast<int>(std::min<size_t>(32, (size_t{640} << 20) / per + 1));
+  for (int i = 1; i < ncopies; ++i) copies.push_back(clone(copies[0]));
+  std::vector<const mv::PackedWeight*> ws;
+  for (auto& c : copies) ws.push_back(&c);
+
+  const auto x = mt::random_x(mv::kMaxRows * cols, 99);
+  DevBuf dx(x.size() * 4), dy(mv::kMaxRows * rows * 4);
+  ck(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "x");
+  const double weight_bytes = static_cast<double>(rb) * static_cast<double>(rows);
+
+  // check: the tile rows against the CPU reference (n = 1), every row equal to its tile row
+  ck(cudaMemset(dy.p, 0xff, rows * 4), "poison");
+  ck(cudaDeviceSynchronize(), "poison");  // s does not wait for the legacy stream
+  mv::matvec(copies[0], dx.f(), dy.f(), 1, s);
+  ck(cudaStreamSynchronize(s), "check");
+  std::vector<float> y(static_cast<size_t>(rows));
+  ck(cudaMemcpy(y.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost), "y");
+  const int64_t vrows = std::min<int64_t>(tile_rows, 256);
+  const auto w = mt::dequant_rows(t, blocks.data(), cols, vrows);
+  const auto ref = mt::reference(w, x, cols, vrows, 1);
+  const double e = mt::nmse(y.data(), ref.data(), static_cast<size_t>(vrows));
+  bool rep_ok = true;
+  for (int64_t r = tile_rows; r < rows; ++r) rep_ok = rep_ok && std::memcmp(&y[r], &y[r % tile_rows], 4) == 0;
+
+  json res = {{"type", std::string(df::type_name(t))}, {"rows", rows}, {"cols", cols},
+              {"weight_bytes", weight_bytes}, {"packed_bytes", per}, {"copies", ncopies},
+              {"nmse_n1", e}, {"replicated_rows_consistent", rep_ok}};
+  // the read kernel over the same bytes (same copies, same graph timing): the bandwidth
+  // reachable at this size, launch and tail effects included
+  int sms = 1;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  DevBuf sink(4);
+  const double read_ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) {
+    read_kernel<<<sms * 8, 512, 0, st>>>(reinterpret_cast<const uint4*>(W.data), W.bytes / 16, static_cast<unsigned*>(sink.p));
+  }, s);
+  const double read_gbs = static_cast<double>(per) / (read_ms * 1e-3) / 1e9;
+  res["read_kernel_same_bytes_gbs"] = read_gbs;
+  json per_n = json::object();
+  for (int n : ns) {
+    const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) { mv::matvec(W, dx.f(), dy.f(), n, st); }, s);
+    const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
+    per_n[std::to_string(n)] = {{"us", ms * 1e3}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw},
+                                {"pct_of_same_size_read", 100.0 * gbs / read_gbs}};
+  }
+  res["default"] = per_n;
+  if (variants && planar_fast(t)) {
+    json var = json::array();
+    for (int code : {11, 12, 14, 21, 22, 24, 41, 42, 122, 1022}) {
+      const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) {
+        if (!mv::matvec_fast_variant(W, dx.f(), dy.f(), code, st)) throw df::Error("no variant");
+      }, s);
+      const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
+      var.push_back({{"rw", code / 10 % 10}, {"u", code % 10}, {"x", code == 122 ? "global" : code == 1022 ? "shared" : "default"}, {"us", ms * 1e3},
+                     {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw}});
+    }
+    res["variants_n1"] = var;
+  }
+  return res;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("GPU matvec workbench");
+  std::string out_path = "matvec_cuda.json", formats_arg;
+  bool quick = false;
+  app.add_option("--out", out_path, "JSON output file");
+  app.add_option("--formats", formats_arg, "comma-separated type names (default: all)");
+  app.add_flag("--quick", quick, "smaller bandwidth buffer, speed on two shapes only");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) throw df::Error("no CUDA device");
+    cudaDeviceProp prop;
+    ck(cudaGetDeviceProperties(&prop, 0), "device properties");
+    std::vector<GgmlType> types;
+    for (GgmlType t : mt::all_weight_types())
+      if (formats_arg.empty() || ("," + formats_arg + ",").find("," + std::string(df::type_name(t)) + ",") != std::string::npos)
+        types.push_back(t);
+
+    json j;
+    j["device"] = {{"name", prop.name}, {"sms", prop.multiProcessorCount}, {"l2_bytes", prop.l2CacheSize}};
+    j["read_bandwidth"] = measure_read_bandwidth(quick ? (size_t{2} << 30) : (size_t{8} << 30));
+    const double bw = j["read_bandwidth"]["gbs_median"];
+    std::printf("read bandwidth: %.0f GB/s (median), %.0f best\n", bw, j["read_bandwidth"]["gbs_best"].get<double>());
+
+    mv::Context ctx;
+    json val = json::array();
+    for (GgmlType t : types) {
+      val.push_back(validate(ctx, t, 1024, 4096));
+      const auto& v = val.back();
+      std::printf("validate %-8s nmse_worst %.2e  bit-identical %d  get_rows exact %d\n", std::string(df::type_name(t)).c_str(),
+                  v["nmse_worst"].get<double>(), v["rows_bit_identical_across_n"].get<bool>(), v["get_rows_exact"].get<bool>());
+      std::fflush(stdout);
+    }
+    j["validation"] = val;
+
+    const int64_t shapes[][2] = {{2560, 9728}, {9728, 2560}, {5120, 17408}, {17408, 5120}, {248320, 5120}};
+    const std::vector<GgmlType> priority = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
+                                            GgmlType::IQ4_XS, GgmlType::F16, GgmlType::BF16};
+    cudaStream_t s;
+    ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+    json sp = json::array();
+    for (GgmlType t : types) {
+      const bool prio = std::find(priority.begin(), priority.end(), t) != priority.end();
+      for (const auto& sh : shapes) {
+        const bool head = sh[0] == 248320;
+        if (quick && !(sh[0] == 17408 || head)) continue;
+        if (!prio && !(sh[0] == 17408 || head)) continue;  // other formats: two shapes
+        const std::vector<int> ns = prio && sh[0] == 17408 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
+        sp.push_back(speed(ctx, t, sh[0], sh[1], bw, prio, ns, s));
+        const auto& r = sp.back();
+        std::printf("speed %-8s %6lld x %-6lld n=1 %8.1f us %6.0f GB/s %5.1f %% (%5.1f %% of same-size read)  nmse %.1e\n",
+                    std::string(df::type_name(t)).c_str(), static_cast<long long>(sh[0]), static_cast<long long>(sh[1]),
+                    r["default"]["1"]["us"].get<double>(), r["default"]["1"]["gbs"].get<double>(),
+                    r["default"]["1"]["pct_of_read_bw"].get<double>(), r["default"]["1"]["pct_of_same_size_read"].get<double>(),
+                    r["nmse_n1"].get<double>());
+        std::fflush(stdout);
+      }
+    }
+    j["speed"] = sp;
+    std::ofstream(out_path) << j.dump(1) << "\n";
+    std::printf("wrote %s\n", out_path.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_matvec_cuda: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

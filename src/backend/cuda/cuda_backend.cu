@@ -1,0 +1,511 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend_factory.h"
+
+#include "backend/cuda/context.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/argmax.cuh"
+#include "backend/cuda/ops/attention.cuh"
+#include "backend/cuda/ops/delta_rule.cuh"
+#include "backend/cuda/ops/elementwise.cuh"
+#include "backend/cuda/matvec/matvec.cuh"
+#include "backend/cuda/ops/get_rows.cuh"
+#include "backend/cuda/ops/kv_store.cuh"
+#include "backend/cuda/ops/l2_norm.cuh"
+#include "backend/cuda/ops/matmul.cuh"
+#include "backend/cuda/ops/read_bw.cuh"
+#include "backend/cuda/ops/rms_norm.cuh"
+#include "backend/cuda/ops/rope.cuh"
+#include "backend/cuda/ops/ssm_conv.cuh"
+
+namespace df::cuda {
+namespace {
+
+void check(bool ok, const char* what) {
+  if (!ok) throw Error(std::string("cuda backend: ") + what);
+}
+
+class DeviceBuffer final : public Buffer {
+ public:
+  DeviceBuffer(const CudaContext& ctx, size_t bytes) : ctx_(ctx), size_(bytes) {
+    ctx.make_current();
+    const cudaError_t e = cudaMalloc(&data_, bytes == 0 ? 256 : bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      throw Error("cuda: out of device memory allocating " + std::to_string(bytes) + " bytes (" + gib(bytes) +
+                  "), " + std::to_string(free_b) + " bytes (" + gib(free_b) + ") free of " + gib(total_b));
+    }
+    // Zeroed like host buffers: fresh caches and states hold no garbage.
+    cuda_check(cudaMemsetAsync(data_, 0, bytes == 0 ? 256 : bytes, ctx.stream()), "cudaMemset");
+  }
+  ~DeviceBuffer() override {
+    cudaSetDevice(ctx_.device());
+    cudaFree(data_);
+  }
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  const CudaContext& ctx_;
+  void* data_ = nullptr;
+  size_t size_;
+};
+
+class CudaGraph final : public OpGraph {
+ public:
+  explicit CudaGraph(cudaGraphExec_t e) : exec(e) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec); }
+  cudaGraphExec_t exec;
+};
+
+bool is_f32(const Tensor& t) { return t.type == GgmlType::F32; }
+int64_t fstride(const Tensor& t) { return static_cast<int64_t>(t.stride / sizeof(float)); }
+float* fp(const Tensor& t) { return static_cast<float*>(t.data); }
+Mat mat(const Tensor& t) { return {fp(t), fstride(t)}; }
+CMat cmat(const Tensor& t) { return {fp(t), fstride(t)}; }
+bool same_shape(const Tensor& a, const Tensor& b) { return a.cols == b.cols && a.rows == b.rows; }
+
+}  // namespace
+
+// The GPU layouts of the weights, by the device address the Tensor of weight() carries.
+struct PackedWeights {
+  cudamv::Context tables;                                   // IQ tables on this device
+  std::unordered_map<const void*, cudamv::PackedWeight> by_data;
+  int32_t* iota = nullptr;                                  // 0, 1, 2, ...: row ids of weight tiles
+  int64_t iota_n = 0;
+  ~PackedWeights() {
+    if (iota) cudaFree(iota);
+  }
+};
+
+int probe_devices(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    return 0;
+  }
+  if (n == 0 && why) *why = "no CUDA device found";
+  return n;
+}
+
+CudaBackend::CudaBackend(const CudaOptions& opt) {
+  std::string why;
+  const int n = probe_devices(&why);
+  if (n == 0) throw Error("cuda: no usable GPU (" + why + ")");
+  if (opt.device < 0 || opt.device >= n)
+    throw Error("cuda: device " + std::to_string(opt.device) + " does not exist (" + std::to_string(n) + " found)");
+  ctx_ = std::make_unique<CudaContext>(opt.device);
+  weights_ = std::make_unique<PackedWeights>();
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(ctx_->device());  // no throw here: at exit the runtime may be gone already
+  weights_.reset();
+}
+
+std::string CudaBackend::name() const {
+  return "cuda (" + std::string(ctx_->props().name) + ", device " + std::to_string(ctx_->device()) + ")";
+}
+
+std::string CudaBackend::device_name() const { return ctx_->props().name; }
+uint64_t CudaBackend::device_memory() const { return ctx_->props().totalGlobalMem; }
+
+std::shared_ptr<Buffer> CudaBackend::alloc(size_t bytes) {
+  check(!ctx_->capturing(), "alloc while a graph is captured");
+  return std::make_shared<DeviceBuffer>(*ctx_, bytes);
+}
+
+void CudaBackend::reserve_weights(uint64_t bytes) {
+  ctx_->make_current();
+  ctx_->reserve_weights(bytes);
+}
+
+Tensor CudaBackend::weight(GgmlType type, int64_t cols, int64_t rows, const void* host) {
+  check(!ctx_->capturing(), "weight upload while a graph is captured");
+  ctx_->make_current();
+  Tensor t;
+  t.type = type;
+  t.cols = cols;
+  t.rows = rows;
+  t.stride = row_bytes(type, cols);  // the file's bytes (what a decode step reads)
+  if (type == GgmlType::F32) {
+    // Dense as in the file: norms, convolution weights and gates read it directly. Rows of a
+    // multiple of 8 floats are also matvec/'s raw f32 layout, so matmul uses it in place.
+    t.data = ctx_->weight_memory(t.nbytes());
+    cuda_check(cudaMemcpy(t.data, host, t.nbytes(), cudaMemcpyHostToDevice), "upload of a weight");
+    if (cols % 8 == 0) {
+      cudamv::PackedWeight p;
+      p.type = type, p.cols = cols, p.rows = rows;
+      p.data = static_cast<uint8_t*>(t.data);
+      p.bytes = t.nbytes();
+      p.q_row_bytes = t.stride;
+      p.m_offset = t.nbytes();
+      p.m_row_bytes = 0;
+      p.tables = weights_->tables.tables();
+      weights_->by_data.emplace(t.data, std::move(p));
+    }
+  } else {
+    if (!cudamv::supported(type))
+      throw Error("cuda: weights of type " + std::string(type_name(type)) + " are not supported on the GPU");
+    const size_t bytes = cudamv::packed_bytes(type, cols, rows);
+    void* dst = ctx_->weight_memory(bytes);
+    weights_->by_data.emplace(dst, cudamv::pack_weight(weights_->tables, type, cols, rows, host, dst, ctx_->stream()));
+    t.data = dst;
+  }
+  if (rows > weights_->iota_n) {  // row ids for dequantizing tiles of this weight
+    if (weights_->iota) cuda_check(cudaFree(weights_->iota), "cudaFree(iota)");
+    weights_->iota = nullptr;
+    cuda_check(cudaMalloc(&weights_->iota, static_cast<size_t>(rows) * sizeof(int32_t)), "cudaMalloc(iota)");
+    std::vector<int32_t> ids(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    cuda_check(cudaMemcpy(weights_->iota, ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
+               "upload of row ids");
+    weights_->iota_n = rows;
+  }
+  return t;
+}
+
+const cudamv::PackedWeight& CudaBackend::packed(const Tensor& W) const {
+  const auto it = weights_->by_data.find(W.data);
+  if (it == weights_->by_data.end() || it->second.rows != W.rows || it->second.cols != W.cols)
+    throw Error("cuda backend: matmul's matrix must be a weight from weight() (an f32 one: rows of a multiple of 8)");
+  return it->second;
+}
+
+void CudaBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
+  check(bytes <= dst.nbytes(), "upload larger than tensor");
+  ctx_->make_current();
+  cuda_check(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, ctx_->stream()), "upload");
+}
+
+void CudaBackend::download(const Tensor& src, void* dst, size_t bytes) {
+  check(bytes <= src.nbytes(), "download larger than tensor");
+  ctx_->make_current();
+  cuda_check(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, ctx_->stream()), "download");
+  cuda_check(cudaStreamSynchronize(ctx_->stream()), "download: synchronize");
+}
+
+void CudaBackend::synchronize() {
+  ctx_->make_current();
+  cuda_check(cudaStreamSynchronize(ctx_->stream()), "synchronize");
+}
+
+// ---- ops ----
+
+namespace {
+bool dense(const Tensor& t) { return t.stride == row_bytes(t.type, t.cols); }
+void check_pos(const Tensor& pos, int64_t rows, const char* op) {
+  if (pos.type != GgmlType::I32 || pos.cols != 1 || pos.rows != rows || pos.stride != sizeof(int32_t))
+    throw Error(std::string("cuda backend: ") + op + ": pos must be a dense I32 [n, 1] tensor of the rows");
+}
+}  // namespace
+
+void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  check(ids.type == GgmlType::I32 && ids.cols == 1 && ids.stride == sizeof(int32_t), "get_rows ids must be I32 [n, 1]");
+  check(is_f32(out) && out.cols == table.cols && out.rows >= ids.rows, "get_rows shapes");
+  ctx_->make_current();
+  const auto* id = static_cast<const int32_t*>(ids.data);
+  const auto it = weights_->by_data.find(table.data);
+  if (it != weights_->by_data.end() && table.type != GgmlType::F32) {
+    check(dense(out), "get_rows of a weight table needs a dense output");
+    cudamv::get_rows(it->second, id, static_cast<int>(ids.rows), fp(out), ctx_->stream());
+    return;
+  }
+  check(is_f32(table), "get_rows of a quantized tensor that is not a weight");
+  launch_gather_rows_f32(fp(table), fstride(table), table.rows, table.cols, id, ids.rows, fp(out), fstride(out),
+                         ctx_->stream());
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) {
+  check(is_f32(x) && is_f32(w) && is_f32(y), "rms_norm types must be f32");
+  check(x.cols == w.cols && same_shape(x, y), "rms_norm shapes");
+  ctx_->make_current();
+  launch_rms_norm(fp(x), fstride(x), fp(w), eps, fp(y), fstride(y), x.rows, x.cols, ctx_->stream());
+}
+
+void CudaBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
+  check(is_f32(x) && is_f32(y), "matmul activations must be f32");
+  check(W.cols == x.cols && y.cols == W.rows && y.rows == x.rows, "matmul shapes");
+  ctx_->make_current();
+  const cudamv::PackedWeight& P = packed(W);
+  const int64_t n = x.rows, k = W.cols, m = W.rows;
+  if (n <= cudamv::kMaxRows) {
+    matvec_rows(P, x, y);
+    return;
+  }
+  // More rows: dequantize tiles of R weight rows (bounded scratch, never the whole matrix)
+  // and multiply each with every row of x.
+  check(k % 32 == 0, "matmul of more than 8 rows: row length must be a multiple of 32");
+  const int64_t R = std::max<int64_t>(64, std::min<int64_t>(m, (int64_t{32} << 20) / (k * 4) / 64 * 64));
+  float* tile = static_cast<float*>(ctx_->scratch(static_cast<size_t>(R * k) * sizeof(float)));
+  for (int64_t r0 = 0; r0 < m; r0 += R) {
+    const int64_t nr = std::min(R, m - r0);
+    cudamv::get_rows(P, weights_->iota + r0, static_cast<int>(nr), tile, ctx_->stream());
+    launch_matmul_f32_tiled(tile, k, nr, k, fp(x), fstride(x), n, fp(y) + r0, fstride(y), ctx_->stream());
+  }
+}
+
+void CudaBackend::matvec_rows(const cudamv::PackedWeight& W, const Tensor& x, const Tensor& y) {
+  if (dense(x) && dense(y)) {
+    cudamv::matvec(W, fp(x), fp(y), static_cast<int>(x.rows), ctx_->stream());
+    return;
+  }
+  // Strided rows: one row at a time (matvec/ gives every row the same bits for any n).
+  for (int64_t r = 0; r < x.rows; ++r)
+    cudamv::matvec(W, fp(x.slice_rows(r, 1)), fp(y.slice_rows(r, 1)), 1, ctx_->stream());
+}
+
+void CudaBackend::rope(const Tensor& x, const Tensor& pos, const RopeParams& p) {
+  check(is_f32(x) && x.cols == static_cast<int64_t>(p.n_head) * p.head_dim && p.n_rot <= p.head_dim &&
+            p.n_rot % 2 == 0 && p.n_rot > 0,
+        "rope shapes");
+  check_pos(pos, x.rows, "rope");
+  ctx_->make_current();
+  RopeArgs a;
+  a.n_head = p.n_head;
+  a.head_dim = p.head_dim;
+  a.n_rot = p.n_rot;
+  a.theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));  // as the CPU backend
+  for (int i = 0; i < 4; ++i) a.sections[i] = p.sections[i];
+  launch_rope_neox(fp(x), fstride(x), x.rows, a, static_cast<const int32_t*>(pos.data), 0, ctx_->stream());
+}
+
+KvCache CudaBackend::alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type) {
+  check(type == GgmlType::F16, "the KV cache on the GPU is F16 (--kv-f32 is a CPU option)");
+  check(n_ctx > 0 && kv_dim > 0, "KV cache shape");
+  KvCache c;
+  c.n_ctx = n_ctx;
+  c.kv_dim = kv_dim;
+  c.type = type;
+  c.k = alloc_tensor(*this, type, kv_dim, n_ctx, c.buffers);  // [n_ctx, kv_dim]
+  c.v = alloc_tensor(*this, type, kv_dim, n_ctx, c.buffers);  // [n_ctx, kv_dim]
+  return c;
+}
+
+void CudaBackend::kv_store(KvCache& c, const Tensor& k, const Tensor& v, const Tensor& pos) {
+  check(is_f32(k) && is_f32(v) && k.cols == c.kv_dim && v.cols == c.kv_dim && k.rows == v.rows, "kv_store shapes");
+  check_pos(pos, k.rows, "kv_store");
+  ctx_->make_current();
+  launch_kv_store(fp(k), fstride(k), fp(v), fstride(v), k.rows, c.kv_dim, static_cast<__half*>(c.k.data),
+                  static_cast<__half*>(c.v.data), static_cast<const int32_t*>(pos.data), 0, ctx_->stream());
+}
+
+void CudaBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos, const AttentionParams& p,
+                            const Tensor& out) {
+  check(is_f32(q) && is_f32(out), "attention q/out must be f32");
+  check(q.cols == static_cast<int64_t>(p.n_head) * p.head_dim && out.cols == q.cols && out.rows == q.rows,
+        "attention q/out shapes");
+  check(p.n_head_kv > 0 && c.kv_dim == static_cast<int64_t>(p.n_head_kv) * p.head_dim && p.n_head % p.n_head_kv == 0,
+        "attention head counts");
+  check(c.type == GgmlType::F16, "attention needs an F16 cache");
+  check(attention_head_dim_supported(p.head_dim), "attention head_dim must be 32, 64, 128 or 256");
+  check_pos(pos, q.rows, "attention");
+  ctx_->make_current();
+  AttnArgs a;
+  a.n_head = p.n_head;
+  a.n_head_kv = p.n_head_kv;
+  a.head_dim = p.head_dim;
+  a.scale = p.scale;
+  a.n_ctx = c.n_ctx;
+  float* scratch = static_cast<float*>(ctx_->scratch(attention_scratch_floats(q.rows, a) * sizeof(float) + 16));
+  launch_attention(fp(q), fstride(q), q.rows, static_cast<const __half*>(c.k.data),
+                   static_cast<const __half*>(c.v.data), c.kv_dim, static_cast<const int32_t*>(pos.data), 0, a,
+                   scratch, fp(out), fstride(out), ctx_->stream());
+}
+
+void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
+  check(is_f32(logits) && out.type == GgmlType::I32 && out.rows == logits.rows && out.stride == sizeof(int32_t),
+        "argmax shapes");
+  ctx_->make_current();
+  launch_argmax(fp(logits), fstride(logits), logits.rows, logits.cols, static_cast<int32_t*>(out.data), ctx_->stream());
+}
+
+void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  check(is_f32(gate) && is_f32(up) && is_f32(out) && same_shape(gate, up) && same_shape(gate, out), "swiglu shapes");
+  ctx_->make_current();
+  launch_swiglu(cmat(gate), cmat(up), mat(out), gate.rows, gate.cols, ctx_->stream());
+}
+
+void CudaBackend::add(const Tensor& x, const Tensor& y) {
+  check(is_f32(x) && is_f32(y) && same_shape(x, y), "add shapes");
+  ctx_->make_current();
+  launch_add(mat(x), cmat(y), x.rows, x.cols, ctx_->stream());
+}
+
+void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
+  check(same_shape(src, dst) && src.type == dst.type, "copy shapes");
+  ctx_->make_current();
+  if (src.rows == 0) return;
+  const size_t rb = row_bytes(src.type, src.cols);
+  cuda_check(cudaMemcpy2DAsync(dst.data, dst.stride, src.data, src.stride, rb, static_cast<size_t>(src.rows),
+                               cudaMemcpyDeviceToDevice, ctx_->stream()),
+             "copy");
+}
+
+void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& y) {
+  check(is_f32(x) && is_f32(y) && same_shape(x, y), "unary shapes");
+  ctx_->make_current();
+  const Unary u = op == UnaryOp::SILU ? Unary::SILU : op == UnaryOp::SIGMOID ? Unary::SIGMOID : Unary::SOFTPLUS;
+  launch_unary(u, cmat(x), mat(y), x.rows, x.cols, ctx_->stream());
+}
+
+void CudaBackend::sigmoid_mul(const Tensor& gate, const Tensor& x, const Tensor& out) {
+  check(is_f32(gate) && is_f32(x) && is_f32(out) && same_shape(gate, x) && same_shape(x, out), "sigmoid_mul shapes");
+  ctx_->make_current();
+  launch_sigmoid_mul(cmat(gate), cmat(x), mat(out), x.rows, x.cols, ctx_->stream());
+}
+
+void CudaBackend::softplus_scale(const Tensor& x, const Tensor& bias, const Tensor& scale, const Tensor& out) {
+  check(is_f32(x) && is_f32(bias) && is_f32(scale) && is_f32(out), "softplus_scale types");
+  check(bias.cols == x.cols && scale.cols == x.cols && same_shape(x, out), "softplus_scale shapes");
+  ctx_->make_current();
+  launch_softplus_scale(cmat(x), fp(bias), fp(scale), mat(out), x.rows, x.cols, ctx_->stream());
+}
+
+void CudaBackend::l2_norm(const Tensor& x, int64_t group, float eps, const Tensor& y) {
+  check(is_f32(x) && is_f32(y) && same_shape(x, y), "l2_norm shapes");
+  check(group > 0 && x.cols % group == 0, "l2_norm group does not divide the row");
+  ctx_->make_current();
+  launch_l2_norm(fp(x), fstride(x), fp(y), fstride(y), x.rows, x.cols, group, eps, ctx_->stream());
+}
+
+void CudaBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y,
+                           const Tensor& snapshots) {
+  const int64_t C = x.cols, n = x.rows, K = w.cols;
+  check(is_f32(x) && is_f32(state) && is_f32(w) && is_f32(y), "ssm_conv types must be f32");
+  check(K >= 2 && K <= kSsmConvMaxKernel && w.rows == C && state.cols == C && state.rows == K - 1 && y.cols == C &&
+            y.rows == n,
+        "ssm_conv shapes");
+  check(y.data != x.data, "ssm_conv output must not alias its input");
+  check(state.stride == static_cast<size_t>(C) * sizeof(float) && w.stride == static_cast<size_t>(K) * sizeof(float),
+        "ssm_conv state and weights must be dense");
+  int64_t n_snap = 0;
+  if (!snapshots.empty()) {
+    check(is_f32(snapshots) && snapshots.cols == C && snapshots.rows % (K - 1) == 0 && dense(snapshots),
+          "ssm_conv snapshots must be dense f32 [m * (K-1), C]");
+    n_snap = std::min(n, snapshots.rows / (K - 1));
+  }
+  ctx_->make_current();
+  launch_ssm_conv(fp(x), fstride(x), fp(state), fp(w), fp(y), fstride(y), n, C, static_cast<int>(K),
+                  n_snap ? fp(snapshots) : nullptr, n_snap, ctx_->stream());
+}
+
+void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                   const Tensor& beta, const Tensor& state, float scale, const Tensor& out,
+                                   const Tensor& snapshots) {
+  const int64_t d = state.cols, n = v.rows;
+  check(is_f32(q) && is_f32(k) && is_f32(v) && is_f32(g) && is_f32(beta) && is_f32(state) && is_f32(out),
+        "gated_delta_rule types must be f32");
+  check(d > 0 && v.cols % d == 0 && q.cols % d == 0 && k.cols == q.cols, "gated_delta_rule head sizes");
+  const int64_t Hv = v.cols / d, Hk = q.cols / d;
+  check(Hk > 0 && Hv % Hk == 0, "gated_delta_rule: value heads must be a multiple of key heads");
+  check(q.rows == n && k.rows == n && g.rows == n && beta.rows == n && out.rows == n, "gated_delta_rule rows");
+  check(g.cols == Hv && beta.cols == Hv && out.cols == Hv * d && state.rows == Hv * d, "gated_delta_rule shapes");
+  check(state.stride == static_cast<size_t>(d) * sizeof(float), "gated_delta_rule state must be dense");
+  check(delta_rule_head_size_supported(static_cast<int32_t>(d)), "gated_delta_rule head size must be 32, 64, 128 or 256");
+  int64_t n_snap = 0;
+  if (!snapshots.empty()) {
+    check(is_f32(snapshots) && snapshots.cols == d && snapshots.rows % (Hv * d) == 0 && dense(snapshots),
+          "gated_delta_rule snapshots must be dense f32 [m * Hv * d, d]");
+    n_snap = std::min(n, snapshots.rows / (Hv * d));
+  }
+  ctx_->make_current();
+  DeltaRuleArgs a;
+  a.q = fp(q), a.q_stride = fstride(q);
+  a.k = fp(k), a.k_stride = fstride(k);
+  a.v = fp(v), a.v_stride = fstride(v);
+  a.g = fp(g), a.g_stride = fstride(g);
+  a.beta = fp(beta), a.beta_stride = fstride(beta);
+  a.state = fp(state);
+  a.out = fp(out), a.out_stride = fstride(out);
+  a.snapshots = n_snap ? fp(snapshots) : nullptr;
+  a.n_snapshots = n_snap;
+  a.n = n;
+  a.d = static_cast<int32_t>(d);
+  a.n_k_heads = static_cast<int32_t>(Hk);
+  a.n_v_heads = static_cast<int32_t>(Hv);
+  a.scale = scale;
+  launch_gated_delta_rule(a, ctx_->stream());
+}
+
+// ---- graphs ----
+
+std::unique_ptr<OpGraph> CudaBackend::record(const std::function<void()>& ops) {
+  ctx_->make_current();
+  cuda_check(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  cudaGraph_t graph = nullptr;
+  try {
+    ops();
+  } catch (...) {
+    cudaStreamEndCapture(ctx_->stream(), &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  cuda_check(cudaStreamEndCapture(ctx_->stream(), &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  cuda_check(e, "cudaGraphInstantiate");
+  auto g = std::make_unique<CudaGraph>(exec);
+  replay(*g);  // the recorded ops have not run yet: run them now
+  return g;
+}
+
+void CudaBackend::replay(OpGraph& g) {
+  ctx_->make_current();
+  cuda_check(cudaGraphLaunch(static_cast<CudaGraph&>(g).exec, ctx_->stream()), "cudaGraphLaunch");
+}
+
+// ---- bandwidth ----
+
+double CudaBackend::measure_read_bandwidth(size_t bytes, int reps) {
+  ctx_->make_current();
+  bytes = bytes / 16 * 16;
+  void* data = nullptr;
+  float* sink = nullptr;
+  cuda_check(cudaMalloc(&data, bytes), "cudaMalloc(bandwidth buffer)");
+  cuda_check(cudaMalloc(&sink, static_cast<size_t>(read_bw_blocks()) * sizeof(float)), "cudaMalloc(sink)");
+  cuda_check(cudaMemsetAsync(data, 0x5a, bytes, ctx_->stream()), "cudaMemset");
+  cudaEvent_t e0, e1;
+  cuda_check(cudaEventCreate(&e0), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&e1), "cudaEventCreate");
+  std::vector<float> ms;
+  for (int r = 0; r < reps + 2; ++r) {
+    cuda_check(cudaEventRecord(e0, ctx_->stream()), "cudaEventRecord");
+    launch_read_bw(data, bytes, sink, ctx_->stream());
+    cuda_check(cudaEventRecord(e1, ctx_->stream()), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(e1), "cudaEventSynchronize");
+    float t = 0;
+    cuda_check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
+    if (r >= 2) ms.push_back(t);  // two warm-up passes
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(data);
+  cudaFree(sink);
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  return static_cast<double>(bytes) / (med * 1e-3);
+}
+
+// ---- the factory's entry points (backend_factory.h) ----
+
+int device_count() { return probe_devices(nullptr); }
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
+  CudaOptions o;
+  o.device = opt.cuda_device;
+  return std::make_unique<CudaBackend>(o);
+}
+
+}  // namespace df::cuda

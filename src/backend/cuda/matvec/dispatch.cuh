@@ -1,0 +1,41 @@
+// Internal: the launchers of each kernel family, called by matvec.cu. Each returns false
+// when it does not handle the type.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/matvec/dev_common.cuh"
+#include "quant/types.h"
+
+namespace df::cudamv {
+
+bool matvec_raw_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s);
+bool matvec_raw_iq(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s);
+bool get_rows_raw_basic(GgmlType t, const PlanarView& v, const int32_t* ids, int n, float* out, cudaStream_t s);
+bool get_rows_raw_iq(GgmlType t, const PlanarView& v, const int32_t* ids, int n, float* out, cudaStream_t s);
+
+// Kernel attributes (the shared-memory limit) of each family, set by Context.
+void prepare_raw_basic();
+void prepare_raw_iq();
+void prepare_fast();
+
+
+void check_launch(const char* what);  // throws df::Error on a launch error
+
+}  // namespace df::cudamv
+
+namespace df::cudamv {
+
+struct PackedWeight;
+
+// The planar-layout kernels (family_fast.cu): false when the type has none.
+bool matvec_fast(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s);
+bool get_rows_fast(const PackedWeight& W, const int32_t* ids, int n, float* out, cudaStream_t s);
+// Workbench: n = 1 in configuration code = 10 * RW (rows per warp) + U (parts in flight per
+// lane) with the format's default x path (codes 11 12 14 21 22 24 41 42), or RW = U = 2 with
+// x read from global memory (122) or from the shared-memory copy (1022); false when not
+// available.
+bool matvec_fast_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s);
+
+}  // namespace df::cudamv

@@ -1,0 +1,213 @@
+// The matvec kernel (every format): a persistent grid of 8-warp blocks. Each block copies
+// x [n, cols] once into shared memory, padded by 4 floats per 32 elements so that the lanes'
+// float4 reads of their parts hit distinct banks (a lane's part is 16..256 contiguous bytes
+// of x, and unpadded or straight from L1 the 32 lanes of a warp would read 32 different
+// 128-byte lines: that cost 4-8x the kernel's time in the first version). Then each warp
+// takes RW output rows at a time; lane l takes the parts t = l, l + 32, ... of its rows in
+// order, U parts at a time, with the 16-byte weight loads of the U parts issued before the
+// first is used (the first chunk's loads are issued before the x copy, to overlap it).
+// A row's arithmetic is that of a single row in the same order for every N, RW, U and for
+// both x paths (shared or global): results are bit-identical for every n.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/matvec/dev_common.cuh"
+#include "backend/cuda/matvec/kernels_raw.cuh"
+
+namespace df::cudamv {
+
+constexpr int kWarps = 8;  // warps per block
+
+// x row stride in shared memory (floats): 4 floats of padding per 32 elements.
+__host__ __device__ constexpr int64_t xs_stride(int64_t cols) { return cols + 4 * ((cols + 31) / 32); }
+__device__ __forceinline__ int xs_off(int e) { return e + 4 * (e >> 5); }
+
+// The sum of 16 consecutive x values, in the one order both x paths use.
+__device__ __forceinline__ float sum16_of(const float4& a, const float4& b, const float4& c, const float4& d) {
+  float s = a.x;
+  s += a.y, s += a.z, s += a.w, s += b.x, s += b.y, s += b.z, s += b.w;
+  s += c.x, s += c.y, s += c.z, s += c.w, s += d.x, s += d.y, s += d.z, s += d.w;
+  return s;
+}
+
+// x accessors: (j, i) -> float4 of x row j at element i of the part (i % 4 == 0);
+// sum16(j, i): sum of x row j over part elements i .. i + 15 (i % 16 == 0, parts of kSums
+// formats start at multiples of 32).
+struct XShared {
+  const float* p;  // element 0 of the part, row 0
+  const float* sums;  // the part's first 16-element sum, row 0 (kSums formats)
+  int stride, sum_stride;
+  __device__ float4 operator()(int j, int i) const {
+    return *reinterpret_cast<const float4*>(p + j * stride + i + 4 * (i >> 5));
+  }
+  __device__ float sum16(int j, int i) const { return sums[j * sum_stride + i / 16]; }
+};
+struct XGlobal {
+  const float* p;
+  int64_t cols;
+  __device__ float4 operator()(int j, int i) const { return __ldg(reinterpret_cast<const float4*>(p + j * cols + i)); }
+  __device__ float sum16(int j, int i) const {
+    return sum16_of((*this)(j, i), (*this)(j, i + 4), (*this)(j, i + 8), (*this)(j, i + 12));
+  }
+};
+
+// Shared memory of the x copy: N rows of xs_stride floats, then (kSums) N rows of cols / 16 sums.
+__host__ __device__ constexpr size_t xs_bytes(int n, int64_t cols, bool sums) {
+  return static_cast<size_t>(n) * static_cast<size_t>(xs_stride(cols) + (sums ? cols / 16 : 0)) * sizeof(float);
+}
+
+// A planar format of dev_fast.cuh: its 16-byte words and meta are loaded ahead.
+template <class F>
+struct PlanarAdapter {
+  static constexpr GgmlType kType = F::kType;
+  static constexpr int kPartElems = F::kPartElems, kLoads = F::kLoads;
+  static constexpr bool kSums = F::kSums, kGlobalX = F::kGlobalX;
+  struct Regs {
+    uint4 q[F::kLoads];
+    typename F::Meta m;
+  };
+  __device__ static void load(const PlanarView&, const uint8_t* qr, const uint8_t* mr, int t, int nparts, Regs& r) {
+#pragma unroll
+    for (int i = 0; i < F::kLoads; ++i)
+      r.q[i] = ld_stream(reinterpret_cast<const uint4*>(qr + (static_cast<int64_t>(i) * nparts + t) * 16));
+    r.m = F::load_meta(mr, t, nparts / F::kPartsPerBlock);
+  }
+  template <int N, class X>
+  __device__ static void dot(const PlanarView&, const Regs& r, const X& xa, float (&acc)[N]) {
+    F::template dot<N>(r.q, r.m, xa, acc);
+  }
+};
+
+// A raw-block format of dev_raw_*.cuh: dequantized exactly, then multiplied (its loads are
+// issued inside dot).
+template <class R>
+struct RawAdapter {
+  static constexpr GgmlType kType = R::kType;
+  static constexpr int kPartElems = R::kPartElems, kLoads = 1;
+  static constexpr bool kSums = false, kGlobalX = false;
+  struct Regs {
+    const uint8_t* b;
+    int p;
+  };
+  __device__ static void load(const PlanarView&, const uint8_t* qr, const uint8_t*, int t, int, Regs& r) {
+    r.b = qr + static_cast<int64_t>(t / R::kParts) * R::kBlockBytes;
+    r.p = t % R::kParts;
+  }
+  template <int N, class X>
+  __device__ static void dot(const PlanarView& v, const Regs& r, const X& xa, float (&acc)[N]) {
+    float w[R::kPartElems];
+    R::dequant(r.b, r.p, v.tables, w);
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+#pragma unroll
+      for (int i = 0; i < R::kPartElems; i += 4) {
+        const float4 xv = xa(j, i);
+        acc[j] = fmaf(w[i], xv.x, acc[j]);
+        acc[j] = fmaf(w[i + 1], xv.y, acc[j]);
+        acc[j] = fmaf(w[i + 2], xv.z, acc[j]);
+        acc[j] = fmaf(w[i + 3], xv.w, acc[j]);
+      }
+  }
+};
+
+template <class A, int N, int RW, int U, bool kSmem>
+__global__ void __launch_bounds__(kWarps * 32)
+    mv_kernel(PlanarView v, const float* __restrict__ x, float* __restrict__ y) {
+  extern __shared__ float4 smem4[];
+  float* xs = reinterpret_cast<float*>(smem4);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nparts = static_cast<int>(v.cols / A::kPartElems);
+  const int stride = static_cast<int>(xs_stride(v.cols));
+  const int64_t ngroups = (v.rows + kWarps * RW - 1) / (kWarps * RW);
+
+  const uint8_t* qr[RW];
+  const uint8_t* mr[RW];
+  auto set_rows = [&](int64_t g) {
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      int64_t row = (g * kWarps + warp) * RW + r;
+      row = row < v.rows ? row : v.rows - 1;  // clamped: loads stay valid, the write is skipped
+      qr[r] = v.q + row * v.q_row_bytes;
+      mr[r] = v.m + row * v.m_row_bytes;
+    }
+  };
+  typename A::Regs regs[U][RW];
+  auto load_chunk = [&](int t0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = t0 + 32 * u + lane;
+      if (t < nparts)
+#pragma unroll
+        for (int r = 0; r < RW; ++r) A::load(v, qr[r], mr[r], t, nparts, regs[u][r]);
+    }
+  };
+
+  int64_t g = blockIdx.x;
+  if (g < ngroups) {
+    set_rows(g);
+    load_chunk(0);
+  }
+  float* sums = xs + N * stride;
+  const int sum_stride = static_cast<int>(v.cols / 16);
+  if constexpr (kSmem) {
+    const int cols = static_cast<int>(v.cols);
+    if constexpr (A::kSums) {  // 16 floats per thread and step, with their sum
+      const int total16 = N * cols / 16;
+      for (int i = threadIdx.x; i < total16; i += blockDim.x) {
+        const int e = 16 * i, j = e / cols, c = e - j * cols;
+        const float4* src = reinterpret_cast<const float4*>(x) + 4 * i;
+        const float4 a = __ldg(src), b = __ldg(src + 1), cc = __ldg(src + 2), d = __ldg(src + 3);
+        float4* dst = reinterpret_cast<float4*>(xs + j * stride + xs_off(c));
+        dst[0] = a, dst[1] = b, dst[2] = cc, dst[3] = d;
+        sums[j * sum_stride + c / 16] = sum16_of(a, b, cc, d);
+      }
+    } else {
+      const int total4 = N * cols / 4;
+      for (int i = threadIdx.x; i < total4; i += blockDim.x) {
+        const int e = 4 * i, j = e / cols, c = e - j * cols;
+        *reinterpret_cast<float4*>(xs + j * stride + xs_off(c)) = __ldg(reinterpret_cast<const float4*>(x) + i);
+      }
+    }
+    __syncthreads();
+  }
+  bool first = true;
+  for (; g < ngroups; g += gridDim.x) {
+    if (!first) set_rows(g);
+    float acc[RW][N];
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc[r][j] = 0.0f;
+    for (int t0 = 0; t0 < nparts; t0 += 32 * U) {
+      if (!first) load_chunk(t0);
+      first = false;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int t = t0 + 32 * u + lane;
+        if (t < nparts) {
+          const int e0 = t * A::kPartElems;
+          if constexpr (kSmem) {
+            const XShared xa{xs + xs_off(e0), sums + e0 / 16, stride, sum_stride};
+#pragma unroll
+            for (int r = 0; r < RW; ++r) A::template dot<N>(v, regs[u][r], xa, acc[r]);
+          } else {
+            const XGlobal xa{x + e0, v.cols};
+#pragma unroll
+            for (int r = 0; r < RW; ++r) A::template dot<N>(v, regs[u][r], xa, acc[r]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      const int64_t row = (g * kWarps + warp) * RW + r;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const float s = warp_sum(acc[r][j]);
+        if (lane == 0 && row < v.rows) y[j * v.rows + row] = s;
+      }
+    }
+  }
+}
+
+}  // namespace df::cudamv

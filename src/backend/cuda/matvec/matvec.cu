@@ -1,0 +1,134 @@
+// Context, packing and the launchers of matvec.cuh.
+#include "backend/cuda/matvec/matvec.cuh"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/matvec/dispatch.cuh"
+#include "backend/cuda/matvec/layout.cuh"
+#include "common/error.h"
+#include "quant/iq_tables.h"
+
+namespace df::cudamv {
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw Error(std::string("CUDA matvec: ") + what + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+Context::Context() {
+  DevTables h;
+  std::memcpy(h.iq2xxs, quant::kIq2xxsGrid, sizeof h.iq2xxs);
+  std::memcpy(h.iq2xs, quant::kIq2xsGrid, sizeof h.iq2xs);
+  std::memcpy(h.iq2s, quant::kIq2sGrid, sizeof h.iq2s);
+  std::memcpy(h.iq1s, quant::kIq1sGrid, sizeof h.iq1s);
+  std::memcpy(h.iq3xxs, quant::kIq3xxsGrid, sizeof h.iq3xxs);
+  std::memcpy(h.iq3s, quant::kIq3sGrid, sizeof h.iq3s);
+  std::memcpy(h.signs, quant::kIq2xsSigns, sizeof h.signs);
+  std::memcpy(h.iq4nl, quant::kIq4nlValues, sizeof h.iq4nl);
+  check(cudaMalloc(&tables_, sizeof h), "allocating the IQ tables");
+  const cudaError_t e = cudaMemcpy(tables_, &h, sizeof h, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) {
+    cudaFree(tables_);
+    tables_ = nullptr;
+    check(e, "uploading the IQ tables");
+  }
+  prepare_fast();
+  prepare_raw_basic();
+  prepare_raw_iq();
+  check(cudaGetLastError(), "setting kernel attributes");
+}
+
+Context::~Context() {
+  if (tables_) cudaFree(tables_);
+}
+
+PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
+  if (this != &o) {
+    if (owns && data) cudaFree(data);
+    type = o.type, cols = o.cols, rows = o.rows, data = o.data, bytes = o.bytes;
+    q_row_bytes = o.q_row_bytes, m_offset = o.m_offset, m_row_bytes = o.m_row_bytes;
+    tables = o.tables, owns = o.owns;
+    o.data = nullptr, o.owns = false, o.bytes = 0;
+  }
+  return *this;
+}
+
+PackedWeight::~PackedWeight() {
+  if (owns && data) cudaFree(data);
+}
+
+bool supported(GgmlType type) { return layout_supported(type); }
+
+size_t packed_bytes(GgmlType type, int64_t cols, int64_t rows) {
+  const Layout l = layout_of(type, cols);
+  return (l.q_row_bytes + l.m_row_bytes) * static_cast<size_t>(rows);
+}
+
+PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_t rows,
+                         const void* host_blocks, void* device_dst, cudaStream_t stream) {
+  if (rows <= 0) throw Error("CUDA matvec: a weight needs at least one row");
+  const Layout l = layout_of(type, cols);
+  PackedWeight p;
+  p.type = type, p.cols = cols, p.rows = rows;
+  p.q_row_bytes = l.q_row_bytes, p.m_row_bytes = l.m_row_bytes;
+  p.m_offset = l.q_row_bytes * static_cast<size_t>(rows);
+  p.bytes = packed_bytes(type, cols, rows);
+  p.tables = ctx.tables();
+  std::vector<uint8_t> staging(p.bytes);
+  pack_rows(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
+  if (device_dst) {
+    p.data = static_cast<uint8_t*>(device_dst);
+  } else {
+    void* d = nullptr;
+    check(cudaMalloc(&d, p.bytes), ("allocating " + std::to_string(p.bytes) + " bytes for a weight").c_str());
+    p.data = static_cast<uint8_t*>(d);
+    p.owns = true;
+  }
+  check(cudaMemcpyAsync(p.data, staging.data(), p.bytes, cudaMemcpyHostToDevice, stream), "uploading a weight");
+  check(cudaStreamSynchronize(stream), "uploading a weight");
+  return p;
+}
+
+namespace {
+
+PlanarView raw_view(const PackedWeight& W) {
+  return PlanarView{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols,
+                    static_cast<const DevTables*>(W.tables)};
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+void matvec(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t stream) {
+  if (n < 1 || n > kMaxRows) throw Error("CUDA matvec: n = " + std::to_string(n) + " is outside [1, 8]");
+  if (!W.data) throw Error("CUDA matvec: empty weight");
+  if (!aligned16(x)) throw Error("CUDA matvec: x must be 16-byte aligned");
+  if (matvec_fast(W, x, y, n, stream)) return;
+  const PlanarView v = raw_view(W);
+  if (matvec_raw_basic(W.type, v, x, y, n, stream) || matvec_raw_iq(W.type, v, x, y, n, stream)) return;
+  quant::throw_unsupported_type(W.type);
+}
+
+void get_rows(const PackedWeight& table, const int32_t* ids, int n, float* out, cudaStream_t stream) {
+  if (n < 0) throw Error("CUDA get_rows: negative n");
+  if (n == 0) return;
+  if (!table.data) throw Error("CUDA get_rows: empty table");
+  if (!aligned16(out)) throw Error("CUDA get_rows: out must be 16-byte aligned");
+  if (get_rows_fast(table, ids, n, out, stream)) return;
+  const PlanarView v = raw_view(table);
+  if (get_rows_raw_basic(table.type, v, ids, n, out, stream) || get_rows_raw_iq(table.type, v, ids, n, out, stream))
+    return;
+  quant::throw_unsupported_type(table.type);
+}
+
+}  // namespace df::cudamv

@@ -1,0 +1,90 @@
+// Quantized matrix-vector products and embedding row lookups on the GPU, for every weight
+// format of the CPU engine (F32, F16, BF16, Q4_0 ... Q8_0, K-quants, IQ1-IQ4, TQ1_0, TQ2_0,
+// Q1_0, Q2_0, MXFP4, NVFP4). A plain C++ header: the only CUDA type is cudaStream_t.
+//
+// Weights are repacked once at load (pack_weight) into a GPU layout: per row, a "quant plane"
+// of 16-byte aligned per-element bits and a "meta plane" of the block scales, both holding
+// exactly the bytes of the ggml blocks (re-ordered, never expanded to floats), so the matvec
+// reads each weight byte once with 16-byte loads.
+//
+// Numerics: weights are dequantized inside the kernel exactly as src/quant's reference
+// dequantizers do; activations stay f32; products are summed in f32 in a fixed order per
+// output row. y[j, r] is therefore bit-identical for every n (a row of x gives the same
+// result alone or batched with up to kMaxRows - 1 others) and differs from the f64 dot of
+// the CPU-dequantized row only by f32 rounding (NMSE ~1e-12 .. 1e-10).
+// get_rows is bit-exact with the CPU reference dequantizer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>  // cudaStream_t
+
+#include "quant/types.h"
+
+namespace df::cudamv {
+
+constexpr int kMaxRows = 8;  // largest n of matvec (decode and speculative verify)
+
+// Device-side constant tables of the IQ formats (grids, sign codes, non-linear values),
+// uploaded to the current device by the constructor. No global mutable device state: each
+// model (or process) owns one; it must outlive every PackedWeight packed with it.
+class Context {
+ public:
+  Context();  // throws df::Error on a CUDA failure
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  const void* tables() const { return tables_; }  // device pointer, layout private
+
+ private:
+  void* tables_ = nullptr;
+};
+
+// A weight matrix in the GPU layout. Move-only; frees its memory if it owns it.
+// Shape: rows x cols, row r = output r (ggml's ne[1] = rows, ne[0] = cols).
+struct PackedWeight {
+  GgmlType type = GgmlType::F32;
+  int64_t cols = 0, rows = 0;
+  uint8_t* data = nullptr;     // device memory, packed_bytes(type, cols, rows) bytes
+  size_t bytes = 0;
+  size_t q_row_bytes = 0;      // quant plane: rows x q_row_bytes at data (16-byte aligned rows)
+  size_t m_offset = 0;         // meta plane: rows x m_row_bytes at data + m_offset
+  size_t m_row_bytes = 0;
+  const void* tables = nullptr;  // Context::tables() of the packing context
+  bool owns = false;           // data came from cudaMalloc in pack_weight
+
+  PackedWeight() = default;
+  PackedWeight(PackedWeight&& o) noexcept { *this = static_cast<PackedWeight&&>(o); }
+  PackedWeight& operator=(PackedWeight&& o) noexcept;
+  PackedWeight(const PackedWeight&) = delete;
+  PackedWeight& operator=(const PackedWeight&) = delete;
+  ~PackedWeight();
+};
+
+// Whether matvec/get_rows handle this type (every weight format of the CPU engine).
+bool supported(GgmlType type);
+
+// Device bytes of the packed layout (to check that a model fits before allocating).
+// Throws df::Error for an unsupported type or a cols that is not a multiple of the block
+// size (F32/F16/BF16: cols must be a multiple of 8).
+size_t packed_bytes(GgmlType type, int64_t cols, int64_t rows);
+
+// Load-time repack. host_blocks: rows x row_bytes(type, cols) bytes of ggml blocks, as in the
+// GGUF file. device_dst: packed_bytes() bytes of device memory (256-byte aligned) owned by
+// the caller, or nullptr to cudaMalloc it (then the PackedWeight owns it). The upload is
+// synchronous on `stream` (the host staging buffer is freed on return).
+PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_t rows,
+                         const void* host_blocks, void* device_dst = nullptr,
+                         cudaStream_t stream = nullptr);
+
+// y[j, r] = sum_c W[r, c] * x[j, c] for j < n, 1 <= n <= kMaxRows.
+// x: [n, cols] f32 device, y: [n, rows] f32 device (row-major, contiguous). Asynchronous.
+void matvec(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t stream);
+
+// out[j, :] = dequantized row ids[j] of the table, for j < n (any n >= 0).
+// ids: [n] int32 device; out: [n, cols] f32 device. An id outside [0, rows) gives a row of
+// NaNs (the kernel cannot throw; the caller validates token ids on the host).
+void get_rows(const PackedWeight& table, const int32_t* ids, int n, float* out,
+              cudaStream_t stream);
+
+}  // namespace df::cudamv

@@ -1,0 +1,42 @@
+// Causal attention over an F16 KV cache, split over the context (flash-decoding): row r's
+// query q[r] [n_head * head_dim] attends cache positions [0, last_r] with last_r = pos[r]
+// (device, when given) or pos0 + r. Key/value head of query head h: h / (n_head / n_head_kv).
+//
+// The context capacity n_ctx is cut into n_splits slices of split_len positions; one block per
+// (slice, head, row) runs an online softmax over its slice (4 warps, a position per warp at a
+// time, each lane holding head_dim / 32 dims), and a second kernel merges the slices. Slices
+// past last_r exit at once, so the grid depends on the capacity only and a captured graph
+// replays at any position. With one slice, the first kernel writes the output itself.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace df::cuda {
+
+struct AttnArgs {
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;   // 32, 64, 128 or 256
+  float scale = 1.0f;
+  int64_t n_ctx = 0;      // cache capacity (positions)
+};
+
+struct AttnSplit {
+  int32_t n_splits = 1;
+  int64_t split_len = 0;
+};
+// The slicing used for `rows` query rows: independent of positions, and the same for every
+// rows <= 8 (decode and verify batches give each row the same bits).
+AttnSplit attention_split(int64_t rows, const AttnArgs& a);
+// Floats of scratch the launch needs for the partial results (0 with one slice).
+size_t attention_scratch_floats(int64_t rows, const AttnArgs& a);
+bool attention_head_dim_supported(int32_t head_dim);
+
+// K, V [n_ctx, kv_stride] halves (kv_stride = n_head_kv * head_dim); q, out row strides in floats.
+void launch_attention(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
+                      int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
+                      float* out, int64_t out_stride, cudaStream_t s);
+
+}  // namespace df::cuda

@@ -1,0 +1,43 @@
+// Gated delta rule (Gated DeltaNet), token by token, with the state in registers. Per value
+// head h (key head h % Hk) with state S_h [d rows j (value dim), d cols i (key dim)]:
+//   S_h *= exp(g[t][h]);  delta_j = (v_j - S_h[j] . k) * beta[t][h];  S_h[j] += delta_j * k;
+//   out[t][h*d + j] = (S_h[j] . q) * scale
+// Rows j are independent: one warp per (h, j) keeps row S_h[j] (d / 32 floats per lane) in
+// registers over the whole chunk and writes it back once.
+// q, k [n, Hk*d], v [n, Hv*d], g, beta [n, Hv], out [n, Hv*d] (row strides in floats);
+// state [Hv*d, d] dense. snapshots (may be null): slot t (t < n_snapshots) receives the state
+// after row t, each slot [Hv*d, d] dense. d in {32, 64, 128, 256}.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace df::cuda {
+
+struct DeltaRuleArgs {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  const float* k = nullptr;
+  int64_t k_stride = 0;
+  const float* v = nullptr;
+  int64_t v_stride = 0;
+  const float* g = nullptr;
+  int64_t g_stride = 0;
+  const float* beta = nullptr;
+  int64_t beta_stride = 0;
+  float* state = nullptr;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  float* snapshots = nullptr;
+  int64_t n_snapshots = 0;
+  int64_t n = 0;       // tokens
+  int32_t d = 0;       // head size
+  int32_t n_k_heads = 0;
+  int32_t n_v_heads = 0;
+  float scale = 1.0f;
+};
+
+bool delta_rule_head_size_supported(int32_t d);
+void launch_gated_delta_rule(const DeltaRuleArgs& a, cudaStream_t s);
+
+}  // namespace df::cuda

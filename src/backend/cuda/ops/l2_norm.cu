@@ -1,0 +1,35 @@
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/l2_norm.cuh"
+#include "backend/cuda/ops/reduce.cuh"
+
+namespace df::cuda {
+namespace {
+
+// One warp per (row, group); 8 warps per block.
+__global__ void l2_norm_kernel(const float* x, int64_t xs, float* y, int64_t ys, int64_t rows, int64_t n_groups,
+                               int64_t group, float eps) {
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (w >= rows * n_groups) return;
+  const int64_t r = w / n_groups, g = w % n_groups;
+  const float* a = x + r * xs + g * group;
+  float* b = y + r * ys + g * group;
+  float sum = 0.0f;
+  for (int64_t i = lane; i < group; i += 32) sum += a[i] * a[i];
+  sum = warp_sum(sum);
+  const float inv = 1.0f / fmaxf(sqrtf(sum), eps);
+  for (int64_t i = lane; i < group; i += 32) b[i] = a[i] * inv;
+}
+
+}  // namespace
+
+void launch_l2_norm(const float* x, int64_t x_stride, float* y, int64_t y_stride, int64_t rows, int64_t cols,
+                    int64_t group, float eps, cudaStream_t s) {
+  const int64_t warps = rows * (cols / group);
+  if (warps == 0) return;
+  l2_norm_kernel<<<static_cast<unsigned>((warps + 7) / 8), 256, 0, s>>>(x, x_stride, y, y_stride, rows,
+                                                                         cols / group, group, eps);
+  launch_check("l2_norm");
+}
+
+}  // namespace df::cuda

@@ -1,0 +1,56 @@
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/reduce.cuh"
+#include "backend/cuda/ops/rms_norm.cuh"
+
+namespace df::cuda {
+namespace {
+
+// Many short rows (per-head norms, batches): one warp per row, 8 rows per block.
+__global__ void rms_norm_warp_kernel(const float* x, int64_t xs, const float* w, float eps, float* y, int64_t ys,
+                                     int64_t rows, int64_t cols) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= rows) return;
+  const float* xr = x + r * xs;
+  float* yr = y + r * ys;
+  float sum = 0.0f;
+  for (int64_t i = lane; i < cols; i += 32) sum += xr[i] * xr[i];
+  sum = warp_sum(sum);
+  const float scale = rsqrtf(sum / static_cast<float>(cols) + eps);
+  for (int64_t i = lane; i < cols; i += 32) yr[i] = (xr[i] * scale) * w[i];
+}
+
+// Few long rows (the residual stream at decode): one block of 256 threads per row.
+constexpr int kBlock = 256;
+__global__ void __launch_bounds__(kBlock) rms_norm_block_kernel(const float* x, int64_t xs, const float* w, float eps,
+                                                                float* y, int64_t ys, int64_t cols) {
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * xs;
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * ys;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < cols; i += kBlock) sum += xr[i] * xr[i];
+  sum = warp_sum(sum);
+  __shared__ float part[kBlock / 32];
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = sum;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kBlock / 32; ++i) total += part[i];
+  const float scale = rsqrtf(total / static_cast<float>(cols) + eps);
+  for (int64_t i = threadIdx.x; i < cols; i += kBlock) yr[i] = (xr[i] * scale) * w[i];
+}
+
+}  // namespace
+
+void launch_rms_norm(const float* x, int64_t x_stride, const float* w, float eps, float* y, int64_t y_stride,
+                     int64_t rows, int64_t cols, cudaStream_t s) {
+  if (rows == 0) return;
+  if (cols >= 512 && rows < 132) {
+    rms_norm_block_kernel<<<static_cast<unsigned>(rows), kBlock, 0, s>>>(x, x_stride, w, eps, y, y_stride, cols);
+  } else {
+    rms_norm_warp_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(x, x_stride, w, eps, y, y_stride, rows,
+                                                                                cols);
+  }
+  launch_check("rms_norm");
+}
+
+}  // namespace df::cuda

@@ -1,0 +1,13 @@
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w over rows of `cols` floats (x may equal y).
+// Strides in floats.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace df::cuda {
+
+void launch_rms_norm(const float* x, int64_t x_stride, const float* w, float eps, float* y, int64_t y_stride,
+                     int64_t rows, int64_t cols, cudaStream_t s);
+
+}  // namespace df::cuda

@@ -1,0 +1,20 @@
+// Causal depthwise convolution over time with a carried state (DeltaNet's short conv):
+//   window = [state rows 0..K-2, x rows 0..n-1];  y[t][c] = sum_i window[t+i][c] * w[c][i]
+// x [n, C] (row stride in floats), state [K-1, C] dense f32 (in/out: the last K-1 window
+// rows), w [C, K] dense f32, y [n, C]. K <= 16. One thread per channel keeps its window in
+// registers for the whole chunk.
+// snapshots (may be null): slot t (t < n_snapshots) receives the state after row t, each
+// slot [K-1, C] dense.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace df::cuda {
+
+constexpr int kSsmConvMaxKernel = 16;
+
+void launch_ssm_conv(const float* x, int64_t x_stride, float* state, const float* w, float* y, int64_t y_stride,
+                     int64_t n, int64_t C, int K, float* snapshots, int64_t n_snapshots, cudaStream_t s);
+
+}  // namespace df::cuda

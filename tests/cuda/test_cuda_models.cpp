@@ -1,0 +1,259 @@
+// Whole models on the GPU against the CPU backend: random qwen3 and qwen35 models of several
+// shapes and types (written by df_make_model), logits at every position for a prefill in
+// chunks (the tiled matmul and the short-batch matvec) and for token-by-token decode;
+// greedy decoding; the default model's held-out perplexity.
+// Two references on the CPU:
+//   native: the CPU backend on the file as it is. For quantized weights it rounds activations
+//     to the weight's dot format as llama.cpp does (Q8_0 / Q8_K blocks; BF16 for BF16 weights),
+//     the GPU keeps f32 activations: budgets (issue 9) NMSE <= 1e-4 for F32/F16 weights and
+//     <= 1e-3 for quantized ones (BF16 counted with them: its activations keep 8 bits).
+//   exact: the CPU backend on a copy of the file with every weight dequantized to F32 (the
+//     same function, f32 activations): NMSE <= 1e-4 for every type.
+// Greedy: both backends follow the exact reference's greedy sequence; a step where the GPU's
+// argmax differs passes only as a near-tie (the reference's logits of the two tokens within
+// 1e-3 of the logit spread), printed and counted.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "../unit/op_test_util.h"
+#include "cuda_test_util.h"
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+#include "quant/cpu/kernels.h"
+#include "tokenizer/tokenizer.h"
+
+namespace df::cudatest {
+namespace {
+
+namespace fs = std::filesystem;
+
+// df_make_model next to this test binary (the GPU machine gets both in one folder), else
+// the one of the build tree.
+std::string make_model_tool() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path near = self.parent_path() / "df_make_model";
+    if (fs::exists(near)) return near.string();
+  }
+  return DF_MAKE_MODEL;
+}
+
+std::string source_file(const std::string& rel) {
+  const fs::path built = fs::path(DF_SOURCE_DIR) / rel;
+  if (fs::exists(built)) return built.string();
+  return rel;  // relative to the working directory (the repository root)
+}
+
+std::string make_model(const std::string& name, const std::string& args) {
+  const fs::path dir = fs::temp_directory_path() / ("df_cuda_tests_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / (name + ".gguf")).string();
+  const std::string cmd = make_model_tool() + " -o " + path + " --vocab-text " +
+                          source_file("tools/make_model/vocab_corpus.txt") + " " + args + " > /dev/null";
+  if (std::system(cmd.c_str()) != 0) throw Error("failed: " + cmd);
+  return path;
+}
+
+// A copy of the GGUF at `path` with every tensor dequantized to F32 (metadata as it is).
+std::string dequantized_copy(const std::string& path) {
+  auto f = gguf::File::open(path);
+  gguf::Writer w;
+  for (const auto& [key, value] : f->metadata())
+    if (key != "general.alignment") w.set(key, value);
+  for (const auto& t : f->tensors()) {
+    const int64_t ne0 = t.ne.empty() ? 1 : t.ne[0], rows = t.n_elements() / ne0;
+    std::vector<float> data(static_cast<size_t>(t.n_elements()));
+    const uint8_t* src = f->tensor_data(t);
+    for (int64_t r = 0; r < rows; ++r)
+      cpu::dequantize_row(t.type, src + row_bytes(t.type, ne0) * static_cast<size_t>(r), data.data() + r * ne0, ne0);
+    w.add_tensor(t.name, GgmlType::F32, t.ne, data.data(), data.size() * sizeof(float));
+  }
+  const std::string out = path + ".f32.gguf";
+  w.write(out);
+  return out;
+}
+
+struct Loaded {
+  std::unique_ptr<gguf::File> file;
+  std::unique_ptr<Model> model;
+};
+Loaded load(const std::string& path, Backend& b) {
+  Loaded l;
+  l.file = gguf::File::open(path);
+  l.model = load_model(*l.file, b);
+  return l;
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+// Logits of every position: forward over chunks of the given sizes.
+std::vector<float> logits_by_chunks(Model& m, const std::vector<int32_t>& tokens, const std::vector<int64_t>& chunks,
+                                    bool graphs = true) {
+  StateOptions so;
+  so.n_ctx = 512;
+  so.max_chunk = 64;
+  so.graphs = graphs;
+  auto st = m.new_state(so);
+  const int64_t V = m.info().n_vocab;
+  std::vector<float> out(tokens.size() * static_cast<size_t>(V));
+  int64_t pos = 0;
+  for (int64_t c : chunks) {
+    const ForwardOutputs o = m.forward(*st, Batch::sequence(tokens.data() + pos, c, pos, true));
+    m.backend().download(o.logits, out.data() + pos * V, static_cast<size_t>(c * V) * sizeof(float));
+    pos += c;
+  }
+  EXPECT_EQ(pos, static_cast<int64_t>(tokens.size()));
+  return out;
+}
+
+void expect_logits_close(const std::vector<float>& ref, const std::vector<float>& got, int64_t V, double budget,
+                         const std::string& what) {
+  const int64_t T = static_cast<int64_t>(ref.size()) / V;
+  double worst = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<float> a(ref.begin() + t * V, ref.begin() + (t + 1) * V);
+    const std::vector<float> b(got.begin() + t * V, got.begin() + (t + 1) * V);
+    const double e = optest::nerr(a, b);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, budget) << what << ": position " << t;
+  }
+  std::printf("%s: worst per-position NMSE %.3g (budget %.0e)\n", what.c_str(), worst, budget);
+}
+
+struct ModelCase {
+  std::string name, args;
+  double budget;
+};
+
+class CudaModels : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(CudaModels, LogitsAtEveryPositionAndGreedy) {
+  DF_REQUIRE_GPU();
+  const ModelCase& c = GetParam();
+  const std::string path = make_model(c.name, c.args);
+  Loaded native = load(path, cpu_fast());
+  Loaded cpu = load(dequantized_copy(path), cpu_fast());  // the exact reference
+  Loaded gpu_m = load(path, *gpu());
+  const int64_t V = cpu.model->info().n_vocab, T = 40;
+  const auto tokens = random_tokens(T, V, 5);
+  const auto ref = logits_by_chunks(*cpu.model, tokens, {T});
+  const auto ref_native = logits_by_chunks(*native.model, tokens, {T});
+  const auto prefilled = logits_by_chunks(*gpu_m.model, tokens, {5, 35});
+  expect_logits_close(ref, prefilled, V, 1e-4, c.name + " prefill 5+35 vs exact");
+  expect_logits_close(ref_native, prefilled, V, c.budget, c.name + " prefill 5+35 vs native cpu");
+  const auto decoded = logits_by_chunks(*gpu_m.model, tokens, std::vector<int64_t>(T, 1));
+  expect_logits_close(ref, decoded, V, 1e-4, c.name + " decode vs exact");
+  expect_logits_close(ref_native, decoded, V, c.budget, c.name + " decode vs native cpu");
+  // Decode steps replayed from recorded graphs give the bits of running every op eagerly.
+  EXPECT_EQ(decoded, logits_by_chunks(*gpu_m.model, tokens, std::vector<int64_t>(T, 1), false)) << c.name;
+
+  // Greedy, teacher-forced on the CPU's choices.
+  StateOptions so;
+  so.n_ctx = 256;
+  so.max_chunk = 16;
+  auto sc = cpu.model->new_state(so), sg = gpu_m.model->new_state(so);
+  std::vector<float> lc(static_cast<size_t>(V)), lg(static_cast<size_t>(V));
+  int32_t tok = tokens[0];
+  int ties = 0, steps = 48;
+  for (int64_t p = 0; p < steps; ++p) {
+    const Batch b = Batch::sequence(&tok, 1, p, false);
+    cpu_fast().download(cpu.model->forward(*sc, b).logits, lc.data(), lc.size() * sizeof(float));
+    gpu()->download(gpu_m.model->forward(*sg, b).logits, lg.data(), lg.size() * sizeof(float));
+    const auto ac = static_cast<int32_t>(std::max_element(lc.begin(), lc.end()) - lc.begin());
+    const auto ag = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+    if (ac != ag) {
+      double mean = 0, var = 0;
+      for (float v : lc) mean += v;
+      mean /= static_cast<double>(V);
+      for (float v : lc) var += (v - mean) * (v - mean);
+      const double spread = std::sqrt(var / static_cast<double>(V));
+      const double gap = std::fabs(static_cast<double>(lc[ac]) - lc[ag]);
+      std::printf("%s: near-tie at step %lld: cpu %d, cuda %d, cpu logit gap %.3g (spread %.3g)\n", c.name.c_str(),
+                  static_cast<long long>(p), ac, ag, gap, spread);
+      EXPECT_LE(gap, 1e-3 * spread) << c.name << ": greedy differs at step " << p << " beyond a near-tie";
+      ++ties;
+    }
+    tok = ac;
+  }
+  std::printf("%s: greedy %d steps, %d near-ties\n", c.name.c_str(), steps, ties);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaModels,
+    ::testing::Values(
+        ModelCase{"qwen3_f32", "--arch qwen3 --layers 2 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 --type f32", 1e-4},
+        ModelCase{"qwen3_f16_hd128_tied", "--arch qwen3 --layers 3 --dim 512 --ff 768 --heads 8 --kv-heads 2 --head-dim 128 --type f16 --tied", 1e-4},
+        ModelCase{"qwen3_q8_0", "--arch qwen3 --layers 2 --dim 384 --ff 1024 --heads 6 --kv-heads 3 --head-dim 64 --type q8_0", 1e-3},
+        ModelCase{"qwen3_q4_0", "--arch qwen3 --layers 2 --dim 256 --ff 512 --heads 2 --kv-heads 1 --head-dim 128 --type q4_0", 1e-3},
+        ModelCase{"qwen35_f32", "--arch qwen35 --layers 4 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 --type f32", 1e-4},
+        ModelCase{"qwen35_bf16_s128", "--arch qwen35 --layers 4 --dim 256 --ff 512 --heads 2 --kv-heads 1 --head-dim 128 "
+                                      "--ssm-state 128 --ssm-k-heads 1 --ssm-v-heads 2 --type bf16", 1e-3},
+        ModelCase{"qwen35_q8_0", "--arch qwen35 --layers 4 --dim 384 --ff 768 --heads 6 --kv-heads 2 --head-dim 64 "
+                                 "--ssm-k-heads 3 --ssm-v-heads 6 --mtp-layers 1 --type q8_0", 1e-3}),
+    [](const auto& info) { return info.param.name; });
+
+// -log softmax(row)[target], in double (cmd_perplexity's formula).
+double nll_of(const float* row, int64_t V, int32_t target) {
+  float mx = row[0];
+  for (int64_t i = 1; i < V; ++i) mx = std::max(mx, row[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(row[i] - mx));
+  return std::log(sum) - static_cast<double>(row[target] - mx);
+}
+
+// llama.cpp's method as `diskformer perplexity -c 512`: windows of 512 from an empty state,
+// the second half scored.
+double perplexity(Model& m, const std::vector<int32_t>& tokens, int64_t n_ctx) {
+  StateOptions so;
+  so.n_ctx = n_ctx;
+  so.max_chunk = n_ctx;
+  auto st = m.new_state(so);
+  const int64_t V = m.info().n_vocab, n_chunk = static_cast<int64_t>(tokens.size()) / n_ctx;
+  std::vector<float> logits(static_cast<size_t>(n_ctx * V));
+  double nll = 0;
+  int64_t count = 0;
+  for (int64_t c = 0; c < n_chunk; ++c) {
+    const int32_t* w = tokens.data() + c * n_ctx;
+    m.backend().download(m.forward(*st, Batch::sequence(w, n_ctx, 0, true)).logits, logits.data(),
+                         logits.size() * sizeof(float));
+    for (int64_t j = n_ctx / 2; j < n_ctx - 1; ++j, ++count) nll += nll_of(logits.data() + j * V, V, w[j + 1]);
+  }
+  return std::exp(nll / static_cast<double>(count));
+}
+
+TEST(CudaDefaultModel, HeldOutPerplexityWithinHalfAPercent) {
+  DF_REQUIRE_GPU();
+  const std::string path = source_file("models/default.gguf");
+  Loaded cpu = load(path, cpu_fast());
+  Loaded gpu_m = load(path, *gpu());
+  auto tok = Tokenizer::from_gguf(*cpu.file);
+  std::FILE* f = std::fopen(source_file("models/heldout.txt").c_str(), "rb");
+  ASSERT_TRUE(f);
+  std::string text;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  const auto tokens = tok->encode(text, false);
+  const double p_gpu = perplexity(*gpu_m.model, tokens, 512);
+  const double p_cpu = perplexity(*cpu.model, tokens, 512);
+  std::printf("default model held-out perplexity: cpu %.6f, cuda %.6f (%+.4f %%)\n", p_cpu, p_gpu,
+              100.0 * (p_gpu / p_cpu - 1.0));
+  EXPECT_LE(std::fabs(p_gpu / p_cpu - 1.0), 0.005);
+}
+
+}  // namespace
+}  // namespace df::cudatest
