@@ -6,15 +6,16 @@
 //     x row j at part element i), with the
 //   block scale factored out of the part's sums (sum q x, then times d). The same
 //   operations for every N, so rows stay bit-identical whatever n is.
-// Integers become floats in one of two ways (template kHalf, the workbench times both):
+// Integers become floats in one of two ways (template kHalf, the workbench times both;
+// the defaults at the end of this file use F32):
 //   F32 (kHalf = false): the byte placed in the mantissa of 2^23 (one PRMT) minus 2^23 + bias
 //     (one FADD): exact integers, 1 integer-pipe + 2 FP instructions per element;
 //   H16 (kHalf = true): two bytes (or nibbles) put into the mantissas of a half2 1.0 (one
 //     PRMT or LOP3 per two elements), widened to f32 (FP pipe), multiplied: v = 1 + q / 2^k;
 //     the sum of (q - bias) x is then 2^k (s - S) - bias S with S the 16-element sums of x
 //     from the staging. Half the integer-pipe work (Hopper's INT32 rate is half its FP32
-//     rate, and the F32 way was bound by it); products are rounded relative to |x|, so
-//     the error grows by about 2^k / rms(q): NMSE ~1e-11 (measured).
+//     rate), but the widening is not free: measured slower. Products are rounded relative
+//     to |x|, so the error grows by about 2^k / rms(q): NMSE ~1e-12 (measured).
 #pragma once
 #include "backend/cuda/matvec/dev_common.cuh"
 #include "quant/types.h"
@@ -442,11 +443,13 @@ struct FastIQ4_XST {
   }
 };
 
-// The conversion mode of each format's default (measured: bench/cuda/README.md).
-using FastQ4_0 = FastQ4_0T<true>;
-using FastQ8_0 = FastQ8_0T<true>;
-using FastQ4_K = FastQ4_KT<true>;
-using FastQ6_K = FastQ6_KT<true>;
-using FastIQ4_XS = FastIQ4_XST<true>;
+// The conversion of each format's default: F32 for all five (on the H200 the half2 way was
+// 5-25 % slower: the f16 -> f32 widening costs more than the integer work it saves;
+// bench/cuda/README.md). The H16 way stays as the workbench's "other conversion" variant.
+using FastQ4_0 = FastQ4_0T<false>;
+using FastQ8_0 = FastQ8_0T<false>;
+using FastQ4_K = FastQ4_KT<false>;
+using FastQ6_K = FastQ6_KT<false>;
+using FastIQ4_XS = FastIQ4_XST<false>;
 
 }  // namespace df::cudamv
