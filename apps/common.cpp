@@ -11,6 +11,8 @@ namespace df::cli {
 
 void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("-m,--model", f.model, "GGUF model file (default: the embedded default model)");
+  app.add_option("--device", f.device, "compute device: cpu, cuda, or auto (CUDA when built in and a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("-t,--threads", f.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("-c,--ctx-size", f.ctx, "context length in tokens")->check(CLI::PositiveNumber);
   app.add_option("-b,--batch-size", f.batch, "prefill chunk in tokens")->check(CLI::PositiveNumber);
@@ -46,8 +48,9 @@ void progress_bar(const std::string& label, double fraction) {
 std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   EngineOptions o;
   o.model_path = resolve_model_path(f.model);
-  o.threads = f.threads;
-  o.isa = f.isa;
+  o.device = f.device;
+  o.cpu.threads = f.threads;
+  o.cpu.isa = f.isa;
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;

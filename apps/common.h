@@ -12,7 +12,8 @@ namespace df::cli {
 
 struct ModelFlags {
   std::string model;           // -m; empty: the embedded default model
-  int threads = 0;             // -t
+  std::string device = "auto";  // --device cpu | cuda | auto
+  int threads = 0;             // -t (CPU backend)
   int64_t ctx = 4096;          // -c
   int64_t batch = 512;         // -b
   std::string isa = "auto";

@@ -1,6 +1,6 @@
 // diskformer public C++ API: load a GGUF model, open sessions, generate.
 //
-//   auto engine = df::Engine::load({.model_path = "model.gguf", .threads = 4});
+//   auto engine = df::Engine::load({.model_path = "model.gguf", .device = "auto", .cpu = {.threads = 4}});
 //   df::Session s(*engine);
 //   auto ids = engine->tokenizer().encode("Hello", true);
 //   s.generate(ids, {}, [&](df::Token t) { ...; return true; });
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend_factory.h"
 #include "models/model.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -23,8 +24,8 @@ class File;
 
 struct EngineOptions {
   std::string model_path;
-  int threads = 0;             // 0: all hardware threads
-  std::string isa = "auto";    // auto | scalar | avx2 | avx512
+  std::string device = "auto";  // cpu | cuda | auto (make_backend)
+  CpuBackendOptions cpu;        // CPU backend only: threads, isa
   int64_t n_ctx = 4096;        // positions a session holds (capped by nothing; memory is the limit)
   int64_t prefill_chunk = 512; // tokens per forward pass during prefill
   bool kv_f32 = false;         // F16 KV cache unless set
@@ -34,6 +35,9 @@ struct EngineOptions {
   // `max_checkpoints` (the oldest periodic ones are dropped first).
   int64_t checkpoint_every = 0;
   int max_checkpoints = 4;
+  // Rows a rollback without replay may span (Session::append with snapshots, then rewind):
+  // recurrent-state slots each session keeps (0: none; speculative decoding sets k + 1).
+  int64_t max_snapshots = 0;
   std::function<void(double)> on_progress;  // load progress in [0, 1]
 };
 
@@ -63,6 +67,7 @@ class Engine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ModelInfo& info() const { return model_->info(); }
   Model& model() { return *model_; }
+  Backend& backend() { return *backend_; }
   const gguf::File& file() const { return *file_; }
   const EngineOptions& options() const { return opt_; }
   std::string backend_name() const;
@@ -84,18 +89,41 @@ struct SessionCheckpoint {
   std::vector<float> logits;
 };
 
-// One conversation: the model state (KV cache, recurrent state) and the tokens it holds. A
-// new prompt that shares a prefix with the cached tokens only computes the rest: from the
-// shared position itself on pure-attention models, from the nearest checkpoint at or before
-// it on models with recurrent layers.
+struct AppendOptions {
+  bool all_outputs = false;  // outputs (hidden state, logits) for every row, else the last row only
+  bool logits = true;        // compute logits (false: hidden states only)
+  bool snapshots = false;    // keep the recurrent state after each row, so that rewind() into
+                             // these rows needs no replay (rows <= EngineOptions::max_snapshots)
+};
+
+// One conversation: the model state (KV cache, recurrent state) and the tokens it holds; the
+// one owner of the sequence's position. A new prompt that shares a prefix with the cached
+// tokens only computes the rest: from the shared position itself on pure-attention models,
+// from the nearest checkpoint at or before it on models with recurrent layers.
 class Session {
  public:
   explicit Session(Engine& engine);
   int64_t n_ctx() const { return state_->n_ctx(); }
+  int64_t position() const { return static_cast<int64_t>(tokens_.size()); }
   const std::vector<Token>& tokens() const { return tokens_; }
   uint64_t cache_bytes() const { return state_->cache_bytes(); }
-  uint64_t scratch_bytes() const { return state_->scratch_bytes(); }
+  uint64_t scratch_bytes() const { return engine_.model().scratch_bytes(); }
+  Engine& engine() { return engine_; }
+  ModelState& state() { return *state_; }
 
+  // ---- the step API (generators build on it) ----
+  // Runs `tokens` at position() in one forward (at most the prefill chunk of rows) and returns
+  // the device outputs (valid until the next forward on this engine's model).
+  ForwardOutputs append(const std::vector<Token>& tokens, const AppendOptions& opt = {});
+  // Makes the session hold its first `pos` tokens (pos <= position()). Pure attention: any
+  // position (the KV cache truncates). Recurrent: inside the last append with snapshots by
+  // selecting its slot (no replay); otherwise from the nearest checkpoint at or before pos,
+  // recomputing the tokens after it (or from position 0).
+  void rewind(int64_t pos);
+  // Host copy of output row i's logits.
+  std::vector<float> download_logits(const ForwardOutputs& out, int64_t i);
+
+  // ---- whole prompts (CLI, tests) ----
   // Makes the cache hold exactly `prompt` and returns the logits after its last token.
   // Throws df::Error when the prompt is empty or longer than the context.
   // checkpoint_at: positions to keep a checkpoint at on the way (see GenerateOptions).
@@ -105,18 +133,25 @@ class Session {
   // Logits of every position of `tokens` ([n, n_vocab] row-major), computed from position 0.
   std::vector<float> logits_all(const std::vector<Token>& tokens);
   // Prefills `prompt`, then samples until max_new_tokens, a stop id, the end of the context,
-  // or on_token returning false. Returns the generated ids (a stop id is not included).
+  // or on_token returning false (a PlainGenerator). Returns the generated ids (a stop id is
+  // not included).
   std::vector<Token> generate(const std::vector<Token>& prompt, const GenerateOptions& opt,
                               const std::function<bool(Token)>& on_token);
   const Stats& stats() const { return stats_; }
+  void set_decode_stats(int64_t generated, double seconds) {
+    stats_.generated_tokens = generated;
+    stats_.decode_seconds = seconds;
+  }
 
-  // Saves the current position (for speculative decoding: capture, decode drafts, restore).
+  // Saves the current position (its logits are those of the last prefill/decode).
   SessionCheckpoint capture();
   // Returns to a position captured from this session. Throws df::Error when the KV cache no
   // longer holds that position's tokens (a later prompt diverged before its end).
   void restore(const SessionCheckpoint& c);
   // Positions of the checkpoints the session keeps for prefix reuse, ascending.
   std::vector<int64_t> checkpoint_positions() const;
+  // Keeps a checkpoint of the state at position() (recurrent models: an end of turn).
+  void mark_turn_end();
 
  private:
   enum class CheckpointKind { PERIODIC, PROMPT, TURN, MARK };
@@ -125,8 +160,13 @@ class Session {
     CheckpointKind kind;
     std::shared_ptr<const StateCheckpoint> state;
   };
+  // One forward of ids at position pos0 (the state's position), keeping cache_tokens_ and
+  // tokens_ right.
+  ForwardOutputs step(const Token* ids, int64_t n, int64_t pos0, bool all_outputs, bool last_output,
+                      const ForwardOptions& fo);
   // Runs ids at positions pos0.. through the model in chunks (split at periodic checkpoint
-  // positions), keeping the bookkeeping of cache_tokens_ and checkpoints_ right.
+  // positions); out (when not null) receives the logits of every row (all_logits) or of the
+  // last row.
   void run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out,
            const std::vector<int64_t>& marks = {});
   // KV rows [pos0, pos0 + n) now hold ids: update cache_tokens_, drop checkpoints that no
@@ -140,6 +180,7 @@ class Session {
   std::vector<Token> tokens_;        // what the model state has consumed (state position)
   std::vector<Token> cache_tokens_;  // what the KV rows hold; tokens_ is a prefix of it
   std::vector<Kept> checkpoints_;    // ascending positions, each a prefix of cache_tokens_
+  int64_t snap_pos0_ = -1, snap_n_ = 0;  // the last append with snapshots (rows [pos0, pos0 + n))
   std::vector<float> logits_;
   Stats stats_;
 };

@@ -15,13 +15,14 @@ namespace df {
 // A view of device memory: a matrix of `rows` rows of `cols` elements of `type`, rows
 // `stride` bytes apart (stride == row_bytes(type, cols) when dense).
 struct Tensor {
-  void* data = nullptr;
+  void* data = nullptr;  // null: an empty (absent) tensor
   GgmlType type = GgmlType::F32;
   int64_t cols = 0;
   int64_t rows = 0;
   size_t stride = 0;
 
   size_t nbytes() const { return stride * static_cast<size_t>(rows); }
+  bool empty() const { return data == nullptr; }
   // Rows [r0, r0 + n) of this tensor.
   Tensor slice_rows(int64_t r0, int64_t n) const {
     Tensor t = *this;
@@ -58,6 +59,20 @@ struct KvCache {
   uint64_t nbytes() const { return k.nbytes() + v.nbytes(); }
 };
 
+// Rotary embedding of a projection [n, n_head * head_dim]: NeoX rotation (pairs i and
+// i + n_rot/2) of the first n_rot dims of each head. `sections` is ggml's multi-section table
+// (IMROPE, interleaved): all zero means plain NeoX (every pair rotates with the token position
+// p). Otherwise pair i falls in sector s = i % (sum of sections) and, for text, rotates with p
+// when (s % 3 == 0 && s < 3 * sections[0]) || (s % 3 == 1 && s < 3 * sections[1]) ||
+// (s % 3 == 2 && s < 3 * sections[2]), and with position 0 (no rotation) otherwise.
+struct RopeParams {
+  int32_t n_head = 0;
+  int32_t head_dim = 0;
+  int32_t n_rot = 0;
+  float freq_base = 10000.0f;
+  int32_t sections[4] = {0, 0, 0, 0};
+};
+
 struct AttentionParams {
   int32_t n_head = 0;     // query heads
   int32_t n_head_kv = 0;  // key/value heads (n_head % n_head_kv == 0)
@@ -86,24 +101,32 @@ class Backend {
   virtual void synchronize() = 0;
 
   // ---- ops ----  (shapes: x [n, k] means n rows of k floats)
-  // out[i] = table row ids[i] (any weight type, dequantized) -> out [n, dim]
-  virtual void get_rows(const Tensor& table, const int32_t* ids, int64_t n, const Tensor& out) = 0;
+  // Per-token inputs are I32 device tensors [n, 1] (one value per row): `ids` (token ids)
+  // and `pos` (positions). No op allocates or waits for the device; `download` is the only
+  // host read of device data.
+  //
+  // out[i] = table row ids[i] (any weight type, dequantized; an f32 activation tensor works
+  // too) -> out [n, dim]  (ids [n, 1] i32)
+  virtual void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) = 0;
   // y[r] = x[r] / rms(x[r]) * w  (x [n, k], w [1, k] f32); x may equal y
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) = 0;
   // y [n, m] = x [n, k] * W^T with W [m, k] of any supported type
   virtual void matmul(const Tensor& W, const Tensor& x, const Tensor& y) = 0;
-  // In place NeoX rotary embedding on x [n, n_head * head_dim], token r at position pos0 + r;
-  // only the first n_rot dims of each head rotate.
-  virtual void rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot,
-                         int64_t pos0, float freq_base) = 0;
+  // In place rotary embedding (RopeParams) of x [n, n_head * head_dim]; row r at position
+  // pos[r] (pos [n, 1] i32). Rows may belong to different sequences.
+  virtual void rope(const Tensor& x, const Tensor& pos, const RopeParams& p) = 0;
   // A KV cache for n_ctx positions of kv_dim values each, of type F16 or F32.
   virtual KvCache alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type) = 0;
-  // Stores k and v rows [n, kv_dim] at positions pos0 .. pos0 + n - 1.
-  virtual void kv_store(KvCache& cache, const Tensor& k, const Tensor& v, int64_t pos0) = 0;
-  // Causal attention of q [n, n_head * head_dim] (positions pos0 ..) over cache positions
-  // [0, pos0 + n) -> out [n, n_head * head_dim]
-  virtual void attention(const Tensor& q, const KvCache& cache, int64_t pos0, const AttentionParams& p,
+  // Stores k and v rows [n, kv_dim]: row r at cache position pos[r] (pos [n, 1] i32).
+  virtual void kv_store(KvCache& cache, const Tensor& k, const Tensor& v, const Tensor& pos) = 0;
+  // Causal attention of q [n, n_head * head_dim]: row r (at position pos[r]) attends cache
+  // positions [0, pos[r]] -> out [n, n_head * head_dim]. All rows belong to one sequence,
+  // positions ascending.
+  virtual void attention(const Tensor& q, const KvCache& cache, const Tensor& pos, const AttentionParams& p,
                          const Tensor& out) = 0;
+  // out[r] = index of the largest of logits[r] (lowest index on ties)  (logits [n, V] f32,
+  // out [n, 1] i32): greedy decoding without downloading the logits.
+  virtual void argmax(const Tensor& logits, const Tensor& out) = 0;
   // out = silu(gate) * up  (all [n, k])
   virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   // x += y  (both [n, k])
@@ -126,16 +149,21 @@ class Backend {
   //   window = [state rows 0..K-2, x rows 0..n-1] (column c);  y[t][c] = sum_i window[t+i][c] * w[c][i]
   // x [n, C] (may be a strided view), state [K-1, C] f32 (in: the K-1 inputs before x[0];
   // out: the last K-1 rows of the window), w [C, K] f32 (GGUF ssm_conv1d), y [n, C] (not x).
-  virtual void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y) = 0;
+  // snapshots: empty (data == nullptr), or [m * (K-1), C] f32 with m slots of K-1 rows: slot t
+  // receives the state after row t, for t < min(n, m) (rollback without replay).
+  virtual void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y,
+                        const Tensor& snapshots) = 0;
   // Gated delta rule (Gated DeltaNet), token by token. Per value head h (key head h % Hk, the
   // tiled order of GGUF files) with state S_h [d rows (value dim j), d cols (key dim i)]:
   //   S_h *= exp(g[t][h]);  delta_j = (v_j - S_h[j] . k) * beta[t][h];  S_h[j] += delta_j * k;
   //   out[t][h*d + j] = (S_h[j] . q) * scale
   // q, k [n, Hk * d] and v [n, Hv * d] (strided views allowed), g, beta [n, Hv],
   // state [Hv * d, d] f32 (in/out), out [n, Hv * d]; Hv % Hk == 0.
+  // snapshots: empty, or [m * Hv * d, d] f32 with m slots shaped like `state`: slot t receives
+  // the state after row t, for t < min(n, m).
   virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                 const Tensor& beta, const Tensor& state, float scale,
-                                const Tensor& out) = 0;
+                                const Tensor& out, const Tensor& snapshots) = 0;
 };
 
 }  // namespace df

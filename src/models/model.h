@@ -1,10 +1,11 @@
 // The architecture-independent model interface. An architecture (one file each: qwen3.cpp,
-// later qwen35.cpp, qwen35moe.cpp) reads its hyperparameters and weights from a GGUF file,
-// creates per-session state (KV cache, recurrent state) and runs a forward pass over a
-// chunk of tokens on a Backend.
+// qwen35.cpp) reads its hyperparameters and weights from a GGUF file, creates per-sequence
+// state (KV cache, recurrent state) and runs a forward pass over a batch of rows of one or
+// several sequences on a Backend, leaving the chosen rows' outputs on the device.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,53 @@ struct ModelInfo {
 
 struct StateOptions {
   int64_t n_ctx = 4096;       // positions the caches hold
-  int64_t max_chunk = 512;    // most tokens one forward() call takes
+  int64_t max_chunk = 512;    // most rows one forward() call takes (the model's workspace grows to it)
   bool kv_f32 = false;        // F16 KV cache unless set
+  // Recurrent layers: slots for the state after each of up to this many rows of one forward
+  // (ForwardOptions::snapshots), so that accept() rolls back without replay. 0: none.
+  int64_t max_snapshots = 0;
+  // Checkpoint buffers preallocated by the state (capture() uses one each; 0: allocated
+  // when capture() is called without a free buffer).
+  int max_checkpoints = 0;
+};
+
+// A batch of rows for Model::forward: row i is token `token[i]` at position `pos[i]` of the
+// sequence whose state is `states[seq[i]]`. The rows of one sequence are contiguous and their
+// positions consecutive and ascending. `output[i] != 0` asks for row i's hidden state and
+// logits.
+struct Batch {
+  std::vector<int32_t> token;   // [n]
+  std::vector<int32_t> pos;     // [n]
+  std::vector<int32_t> seq;     // [n]
+  std::vector<uint8_t> output;  // [n]
+
+  int64_t size() const { return static_cast<int64_t>(token.size()); }
+  void clear() { token.clear(); pos.clear(); seq.clear(); output.clear(); }
+  void add(int32_t tok, int32_t p, int32_t s, bool out) {
+    token.push_back(tok);
+    pos.push_back(p);
+    seq.push_back(s);
+    output.push_back(out ? 1 : 0);
+  }
+  // n tokens of sequence `s` at positions pos0.. ; outputs for the last row or every row.
+  static Batch sequence(const int32_t* tokens, int64_t n, int64_t pos0, bool all_outputs, bool last_output = true,
+                        int32_t s = 0);
+};
+
+struct ForwardOptions {
+  bool logits = true;       // compute the output rows' logits (false: hidden states only)
+  // Recurrent layers keep the state after each row of each sequence in the state's slots
+  // (a sequence may then have at most StateOptions::max_snapshots rows); see accept().
+  bool snapshots = false;
+};
+
+// Device tensors, valid until the next forward on this model (they live in the model's
+// workspace). Empty tensors (data == nullptr) when no row asked for output.
+struct ForwardOutputs {
+  Tensor hidden;              // [n_out, n_embd] f32: final hidden state after output_norm
+  Tensor logits;              // [n_out, n_vocab] f32 (empty unless ForwardOptions::logits)
+  std::vector<int32_t> rows;  // batch row of each output row, ascending
+  int64_t n_out() const { return static_cast<int64_t>(rows.size()); }
 };
 
 // A copy of the part of a session's state that the KV cache rows cannot recover (recurrent
@@ -59,36 +105,81 @@ class StateCheckpoint {
   uint64_t bytes = 0;  // memory the copy holds
 };
 
-// Per-session model state: caches and scratch. Opaque to callers.
+// Per-sequence model state: KV caches, recurrent state, snapshot slots. Opaque to callers.
 class ModelState {
  public:
   virtual ~ModelState() = default;
   virtual int64_t n_ctx() const = 0;
   virtual int64_t max_chunk() const = 0;
-  virtual uint64_t cache_bytes() const = 0;   // KV cache / recurrent state
-  virtual uint64_t scratch_bytes() const = 0;  // activations
+  virtual int64_t max_snapshots() const = 0;
+  virtual uint64_t cache_bytes() const = 0;   // KV cache / recurrent state / snapshot slots
   // True when the KV cache is all the state (pure attention): forward() may then restart at
   // any position p with KV rows [0, p) intact. False when recurrent state must be restored
-  // from a checkpoint (or restarted at position 0) before running from an earlier position.
+  // (a checkpoint, accept(), or a restart at position 0) before running from an earlier position.
   virtual bool rewindable() const = 0;
-  // Copies the state as it is after `pos` tokens (pos: where the last forward() ended).
+  // Position the state has consumed up to (a rewindable state: where the last forward ended).
+  virtual int64_t position() const = 0;
+  // Copies the state as it is after `pos` tokens (pos: where the last forward ended), into a
+  // preallocated buffer of the pool when one is free.
   virtual std::unique_ptr<StateCheckpoint> capture(int64_t pos) = 0;
   // Makes the state what it was when `c` was captured from this state.
   virtual void restore(const StateCheckpoint& c) = 0;
+  // After a forward with ForwardOptions::snapshots whose rows for this state started at
+  // position p0: makes the state the one after its first n_rows rows (position p0 + n_rows;
+  // 1 <= n_rows <= rows of that forward). Selects the snapshot slot on the device: no replay,
+  // no host round trip, no allocation. KV rows past the accepted position are stale and get
+  // overwritten by the next forward. Throws df::Error without such a forward.
+  virtual void accept(int64_t n_rows) = 0;
+  // Pure-attention states: the state at position `pos` <= position() (the KV cache truncates
+  // to any position). Recurrent states throw df::Error (use a checkpoint or accept()).
+  virtual void truncate(int64_t pos) = 0;
 };
+
+class MtpHead;
 
 class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelInfo& info() const = 0;
+  // A new state; also grows the model's workspace to opt.max_chunk rows.
   virtual std::unique_ptr<ModelState> new_state(const StateOptions& opt) = 0;
-  // Runs tokens[0..n) at positions pos0.. (n <= max_chunk, pos0 + n <= n_ctx). pos0 == 0
-  // starts a new sequence (recurrent state reset); otherwise a non-rewindable state must be at
-  // pos0 (it throws df::Error if not).
-  // logits: when all_logits, n rows of n_vocab floats; otherwise the last row only. May be
-  // null (no output head: prefill of a prompt's leading chunks).
-  virtual void forward(ModelState& state, const int32_t* tokens, int64_t n, int64_t pos0,
-                       bool all_logits, float* logits) = 0;
+  // Runs the batch's rows over the given states (batch.seq indexes `states`). A sequence whose
+  // first row is at position 0 starts anew (recurrent state reset); otherwise a recurrent
+  // state must be at that position (df::Error if not). Inputs are uploaded once; nothing is
+  // downloaded. The batch has at most the workspace's rows (the largest max_chunk of the
+  // states made so far). Throws df::Error for bad ids, positions or sequence layout.
+  virtual ForwardOutputs forward(std::span<ModelState* const> states, const Batch& batch,
+                                 const ForwardOptions& opt = {}) = 0;
+  ForwardOutputs forward(ModelState& state, const Batch& batch, const ForwardOptions& opt = {}) {
+    ModelState* s[1] = {&state};
+    return forward(std::span<ModelState* const>(s, 1), batch, opt);
+  }
+  // Bytes of the model's activation workspace.
+  virtual uint64_t scratch_bytes() const = 0;
+  // The multi-token-prediction head (qwen35 files with nextn layers), or null.
+  virtual MtpHead* mtp() { return nullptr; }
+  Backend& backend() const { return *backend_; }
+
+ protected:
+  explicit Model(Backend& b) : backend_(&b) {}
+
+ private:
+  Backend* backend_;
+};
+
+// The MTP (next-n prediction) head, as llama.cpp's qwen35 graph_mtp: for row p (token x_p),
+//   h = eh_proj([enorm(embed(x_p)) ; hnorm(hidden_prev[p])]), one gated-attention block with
+//   the head's own KV cache, shared_head_norm, then the trunk's output head (or the head's
+//   shared_head_head) -> logits for the token after x_p's successor.
+// hidden_prev row i is the trunk's final hidden state at the position before batch row i.
+class MtpHead {
+ public:
+  virtual ~MtpHead() = default;
+  // The head's own state (its KV cache); opt.max_snapshots is ignored.
+  virtual std::unique_ptr<ModelState> new_state(const StateOptions& opt) = 0;
+  // One sequence: batch.seq must be all 0. hidden_prev [n, n_embd] f32 (a device tensor).
+  virtual ForwardOutputs forward(ModelState& state, const Batch& batch, const Tensor& hidden_prev,
+                                 const ForwardOptions& opt = {}) = 0;
 };
 
 // Reads general.architecture and builds the model on the backend (throws df::Error for an

@@ -1,8 +1,8 @@
 // A quantisation format as a C++ type: the block struct, its geometry, and the scalar
 // reference code (dequantise, ggml's *_ref quantiser, the CPU backend's activation quantiser,
 // the reference dot product). Adding a format = adding one such struct (see formats_*.h)
-// and listing it in AllFormats below; SIMD kernels are optional specialisations per ISA
-// (src/quant/cpu/*_avx2.cpp, *_avx512.cpp) and fall back to this scalar code.
+// and listing it in quant/formats.h; SIMD kernels are optional, per ISA
+// (src/quant/cpu/registry.h), and fall back to this scalar code.
 //
 // The functions are declared here and defined out of line (formats_*.cpp) on purpose: the
 // ISA translation units are compiled with -mavx512f etc., and an inline function from a
@@ -43,7 +43,10 @@ concept ActFormat = QuantizableFormat<F> && requires(const float* cx, typename F
 };
 
 // A weight format: names its activation format and has a scalar reference dot product
-//   dot_ref(w[nb blocks], a[nb * block_elems / Act::block_elems blocks of Act]) -> float.
+//   dot_ref(w[nb blocks], a[nb * block_elems / Act::block_elems blocks of Act]) -> float,
+// the kernel every SIMD kernel of the format is tested against. For the quantised formats it
+// sums in ggml's x86 f32 order (quant/ggml_lanes.h), so those kernels match it and
+// llama.cpp bit for bit; the plain mathematics is quant/dot_math.h.
 // A weight block spans one or more whole activation blocks (NVFP4: 64 = 2 x Q8_0;
 // Q1_0: 128 = 4 x Q8_0).
 template <class F>
@@ -57,6 +60,12 @@ template <class... Fs>
 struct TypeList {};
 
 [[noreturn]] void throw_unsupported_type(GgmlType t);  // df::Error naming the type
+
+// Calls fn(F{}) for every format F of List, in order.
+template <class... Fs, class Fn>
+void visit_all(TypeList<Fs...>, Fn&& fn) {
+  (fn(Fs{}), ...);
+}
 
 // Calls fn(F{}) for the format F of List whose F::type == t; throws df::Error otherwise.
 template <class... Fs, class Fn>

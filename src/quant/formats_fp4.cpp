@@ -68,7 +68,7 @@ float FormatMxfp4::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
       q[j] = kValuesFp4[w[b].qs[j] & 0x0f];
       q[j + kQKMxfp4 / 2] = kValuesFp4[w[b].qs[j] >> 4];
     }
-    detail::add_lane_sums(q, a[b].qs, isum);
+    detail::add_lanes(q, a[b].qs, 1, isum);
   };
   auto scale = [&](int64_t b) { return fp16_to_fp32(a[b].d) * detail::e8m0_to_fp32_half(w[b].e); };
   int64_t b = 0;
@@ -138,7 +138,7 @@ float FormatNvfp4::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
         }
       }
       int32_t isum[8] = {};
-      detail::add_lane_sums(q, ab.qs, isum);
+      detail::add_lanes(q, ab.qs, 1, isum);
       const float dy = fp16_to_fp32(ab.d);
       const float s0 = detail::ue4m3_to_fp32_half(w[b].d[2 * h]) * dy;
       const float s1 = detail::ue4m3_to_fp32_half(w[b].d[2 * h + 1]) * dy;

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 
+#include "quant/blocks.h"
 #include "quant/format.h"
 #include "quant/formats_q8.h"
 
@@ -21,21 +22,6 @@ namespace df::quant {
 
 // Doubled E2M1 values (ggml-common.h kvalues_fp4).
 inline constexpr int8_t kValuesFp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-constexpr int kQKMxfp4 = 32;
-struct BlockMxfp4 {
-  uint8_t e;                   // E8M0 scale
-  uint8_t qs[kQKMxfp4 / 2];    // E2M1 nibbles
-};
-static_assert(sizeof(BlockMxfp4) == 17);
-
-constexpr int kQKNvfp4 = 64;
-constexpr int kQKNvfp4Sub = 16;
-struct BlockNvfp4 {
-  uint8_t d[kQKNvfp4 / kQKNvfp4Sub];  // UE4M3 scales, one per 16 elements
-  uint8_t qs[kQKNvfp4 / 2];           // E2M1 nibbles
-};
-static_assert(sizeof(BlockNvfp4) == 36);
 
 struct FormatMxfp4 {
   static constexpr GgmlType type = GgmlType::MXFP4;

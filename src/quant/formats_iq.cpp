@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "quant/iq_tables.h"
-#include "quant/lowbit_lanes.h"
+#include "quant/ggml_lanes.h"
 
 namespace df::quant {
 namespace {
@@ -338,14 +338,14 @@ void FormatIQ4_NL::dequantize_ref(const Block* src, float* y, int64_t nb) {
 
 // ---- reference dot products ----
 
-// In ggml's AVX2 order (lowbit_lanes.h): per block, the exact int32 lane sums (lane l of
+// In ggml's AVX2 order (ggml_lanes.h): per block, the exact int32 lane sums (lane l of
 // each 32-element sub-block: elements 4l .. 4l+3, times their 16-element group's scale)
 // scaled by d = fp16(dw) * da into 8 f32 lanes. The IQ1 grid shift: IQ1_S sums it as one
 // integer per block into a scalar (ggml: accum1 += d * sumi1), IQ1_M into a second set of
 // lanes; both are added last as fma(0.125, shift, grid) (GCC contracts ggml's expression).
 template <GgmlType T, class B>
 float FormatIqK<T, B>::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  lowbit::Lanes8 acc, acc_shift;
+  detail::Lanes8 acc, acc_shift;
   float acc_shift1 = 0.0f;
   IqDecoded dec;
   for (int64_t i = 0; i < nb; ++i) {
@@ -374,14 +374,14 @@ float FormatIqK<T, B>::dot_ref(const Block* w, const Act::Block* a, int64_t nb) 
 // ggml's AVX2 order: block pairs (b, b+1) into two sets of lanes, added lane-wise and summed;
 // an odd last block added as a scalar fma.
 float FormatIQ4_NL::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  lowbit::Lanes8 acc[2];
+  detail::Lanes8 acc[2];
   auto block_lanes = [&](int64_t i, int32_t (&isum)[8]) {
     int8_t v[kQK4_NL];
     for (int j = 0; j < kQK4_NL / 2; ++j) {
       v[j] = kIq4nlValues[w[i].qs[j] & 0xf];
       v[j + kQK4_NL / 2] = kIq4nlValues[w[i].qs[j] >> 4];
     }
-    lowbit::add_lanes(v, a[i].qs, 1, isum);
+    detail::add_lanes(v, a[i].qs, 1, isum);
   };
   int64_t i = 0;
   for (; i + 1 < nb; i += 2)

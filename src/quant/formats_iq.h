@@ -22,79 +22,9 @@
 #pragma once
 #include <cstdint>
 
+#include "quant/blocks.h"
 #include "quant/format.h"
 #include "quant/formats_q8.h"
-
-namespace df {
-
-struct BlockIQ2_XXS {
-  uint16_t d;                  // fp16 scale
-  uint16_t qs[quant::kQK_K / 8];      // per 32 elements: 4 grid bytes, then 4 x 7-bit sign codes + 4-bit scale
-};
-static_assert(sizeof(BlockIQ2_XXS) == 66);
-
-struct BlockIQ2_XS {
-  uint16_t d;
-  uint16_t qs[quant::kQK_K / 8];      // per 8 elements: 9-bit grid index | 7-bit sign code << 9
-  uint8_t scales[quant::kQK_K / 32];  // two 4-bit scales per 32 elements (one per 16)
-};
-static_assert(sizeof(BlockIQ2_XS) == 74);
-
-struct BlockIQ2_S {
-  uint16_t d;
-  uint8_t qs[quant::kQK_K / 4];       // [0, 32): grid index low bytes; [32, 64): sign bytes
-  uint8_t qh[quant::kQK_K / 32];      // grid index bits 8-9, 2 per 8 elements
-  uint8_t scales[quant::kQK_K / 32];  // two 4-bit scales per 32 elements
-};
-static_assert(sizeof(BlockIQ2_S) == 82);
-
-struct BlockIQ3_XXS {
-  uint16_t d;
-  uint8_t qs[3 * quant::kQK_K / 8];   // [0, 64): grid indices (4 elements each);
-                               // [64, 96): per 32 elements 4 x 7-bit sign codes + 4-bit scale
-};
-static_assert(sizeof(BlockIQ3_XXS) == 98);
-
-struct BlockIQ3_S {
-  uint16_t d;
-  uint8_t qs[quant::kQK_K / 4];       // grid index low bytes (4 elements each)
-  uint8_t qh[quant::kQK_K / 32];      // grid index bit 8
-  uint8_t signs[quant::kQK_K / 8];    // one sign bit per element
-  uint8_t scales[quant::kQK_K / 64];  // two 4-bit scales per 64 elements
-};
-static_assert(sizeof(BlockIQ3_S) == 110);
-
-struct BlockIQ1_S {
-  uint16_t d;
-  uint8_t qs[quant::kQK_K / 8];       // grid index low bytes (8 elements each)
-  uint16_t qh[quant::kQK_K / 32];     // per 32 elements: 4 x 3 index bits, 3-bit scale, delta sign
-};
-static_assert(sizeof(BlockIQ1_S) == 50);
-
-struct BlockIQ1_M {
-  uint8_t qs[quant::kQK_K / 8];       // grid index low bytes
-  uint8_t qh[quant::kQK_K / 16];      // per 8 elements: 3 index bits + delta sign (a nibble)
-  uint8_t scales[quant::kQK_K / 32];  // 3-bit scales per 16 elements; the fp16 block scale is
-                               // spread over the top nibble of each 16-bit word
-};
-static_assert(sizeof(BlockIQ1_M) == 56);
-
-constexpr int kQK4_NL = 32;
-struct BlockIQ4_NL {
-  uint16_t d;
-  uint8_t qs[kQK4_NL / 2];     // element j: low nibble of qs[j], element j+16: high nibble
-};
-static_assert(sizeof(BlockIQ4_NL) == 18);
-
-struct BlockIQ4_XS {
-  uint16_t d;
-  uint16_t scales_h;           // bits 4-5 of the 6-bit scales, 2 per 32 elements
-  uint8_t scales_l[quant::kQK_K / 64];  // bits 0-3 of the scales, a nibble per 32 elements
-  uint8_t qs[quant::kQK_K / 2];       // per 32 elements as IQ4_NL
-};
-static_assert(sizeof(BlockIQ4_XS) == 136);
-
-}  // namespace df
 
 namespace df::quant {
 

@@ -26,53 +26,11 @@
 #pragma once
 #include <cstdint>
 
+#include "quant/blocks.h"
 #include "quant/format.h"
 #include "quant/formats_q8.h"
 
 namespace df::quant {
-
-constexpr int kKScaleSize = 12;  // packed 6-bit scales and mins of Q4_K / Q5_K
-
-struct BlockQ2_K {
-  uint8_t scales[kQK_K / 16];  // low nibble: scale, high nibble: min
-  uint8_t qs[kQK_K / 4];       // 2-bit quants
-  uint16_t d;                  // fp16 scale of the scales
-  uint16_t dmin;               // fp16 scale of the mins
-};
-static_assert(sizeof(BlockQ2_K) == 84);
-
-struct BlockQ3_K {
-  uint8_t hmask[kQK_K / 8];    // high bits
-  uint8_t qs[kQK_K / 4];       // low 2 bits
-  uint8_t scales[12];          // 16 6-bit scales
-  uint16_t d;                  // fp16 super-block scale
-};
-static_assert(sizeof(BlockQ3_K) == 110);
-
-struct BlockQ4_K {
-  uint16_t d;                  // fp16 scale of the scales
-  uint16_t dmin;               // fp16 scale of the mins
-  uint8_t scales[kKScaleSize]; // 8 6-bit scales and 8 6-bit mins
-  uint8_t qs[kQK_K / 2];       // nibbles
-};
-static_assert(sizeof(BlockQ4_K) == 144);
-
-struct BlockQ5_K {
-  uint16_t d;
-  uint16_t dmin;
-  uint8_t scales[kKScaleSize];
-  uint8_t qh[kQK_K / 8];       // fifth bits
-  uint8_t qs[kQK_K / 2];       // low nibbles
-};
-static_assert(sizeof(BlockQ5_K) == 176);
-
-struct BlockQ6_K {
-  uint8_t ql[kQK_K / 2];       // low 4 bits
-  uint8_t qh[kQK_K / 4];       // high 2 bits
-  int8_t scales[kQK_K / 16];   // scales
-  uint16_t d;                  // fp16 super-block scale
-};
-static_assert(sizeof(BlockQ6_K) == 210);
 
 // One super-block unpacked: quants in element order (offsets applied: Q3_K in [-4, 3],
 // Q6_K in [-32, 31]), integer scale and min per sub-block (16 or 8 of them).

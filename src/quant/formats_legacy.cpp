@@ -58,7 +58,7 @@ float dot_lanes(const B* w, const A* a, int64_t nb, Unpack unpack) {
     int8_t q[kQK4];
     unpack(w[b], q);
     int32_t isum[8] = {};
-    detail::add_lane_sums(q, a[b].qs, isum);
+    detail::add_lanes(q, a[b].qs, 1, isum);
     acc.fma(fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d), isum);
     if constexpr (Mins) summs = std::fma(fp16_to_fp32(w[b].m), fp16_to_fp32(a[b].s), summs);
   }

@@ -16,40 +16,11 @@
 #pragma once
 #include <cstdint>
 
+#include "quant/blocks.h"
 #include "quant/format.h"
 #include "quant/formats_q8.h"
 
 namespace df::quant {
-
-constexpr int kQK4 = 32;  // elements per block of every format in this file
-
-struct BlockQ4_0 {
-  uint16_t d;             // fp16 scale
-  uint8_t qs[kQK4 / 2];   // nibbles
-};
-static_assert(sizeof(BlockQ4_0) == 18);
-
-struct BlockQ4_1 {
-  uint16_t d;             // fp16 scale
-  uint16_t m;             // fp16 min
-  uint8_t qs[kQK4 / 2];   // nibbles
-};
-static_assert(sizeof(BlockQ4_1) == 20);
-
-struct BlockQ5_0 {
-  uint16_t d;             // fp16 scale
-  uint8_t qh[4];          // fifth bits
-  uint8_t qs[kQK4 / 2];   // low nibbles
-};
-static_assert(sizeof(BlockQ5_0) == 22);
-
-struct BlockQ5_1 {
-  uint16_t d;             // fp16 scale
-  uint16_t m;             // fp16 min
-  uint8_t qh[4];          // fifth bits
-  uint8_t qs[kQK4 / 2];   // low nibbles
-};
-static_assert(sizeof(BlockQ5_1) == 24);
 
 struct FormatQ4_0 {
   static constexpr GgmlType type = GgmlType::Q4_0;

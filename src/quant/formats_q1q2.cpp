@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "quant/lowbit_lanes.h"
+#include "quant/ggml_lanes.h"
 
 namespace df::quant {
 
@@ -26,12 +26,12 @@ void FormatQ1_0::quantize_ref(const float* x, Block* dst, int64_t nb) {
   }
 }
 
-// ggml's AVX2 order (lowbit_lanes.h): per weight block, lanes d(a_0) * isum_0, then
+// ggml's AVX2 order (ggml_lanes.h): per weight block, lanes d(a_0) * isum_0, then
 // fma(d(a_k), isum_k, .) for the other Q8_0 blocks k, then fma(dw, block, acc).
 float FormatQ1_0::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
-  lowbit::Lanes8 acc;
+  detail::Lanes8 acc;
   for (int64_t i = 0; i < nb; ++i) {
-    lowbit::Lanes8 block;
+    detail::Lanes8 block;
     for (int k = 0; k < 4; ++k) {
       const BlockQ8_0& ab = a[4 * i + k];
       int8_t sgn[32];
@@ -40,7 +40,7 @@ float FormatQ1_0::dot_ref(const Block* w, const Act::Block* a, int64_t nb) {
         sgn[j] = (w[i].qs[e / 8] >> (e % 8)) & 1 ? 1 : -1;
       }
       int32_t isum[8] = {};
-      lowbit::add_lanes(sgn, ab.qs, 1, isum);
+      detail::add_lanes(sgn, ab.qs, 1, isum);
       if (k == 0)
         block.mul(fp16_to_fp32(ab.d), isum);
       else

@@ -11,26 +11,9 @@
 #pragma once
 #include <cstdint>
 
+#include "quant/blocks.h"
 #include "quant/format.h"
 #include "quant/formats_q8.h"
-
-namespace df {
-
-constexpr int kQK1_0 = 128;
-struct BlockQ1_0 {
-  uint16_t d;               // fp16 scale
-  uint8_t qs[kQK1_0 / 8];   // sign bits
-};
-static_assert(sizeof(BlockQ1_0) == 18);
-
-constexpr int kQK2_0 = 64;
-struct BlockQ2_0 {
-  uint16_t d;               // fp16 scale
-  uint8_t qs[kQK2_0 / 4];   // 2 bits per element
-};
-static_assert(sizeof(BlockQ2_0) == 18);
-
-}  // namespace df
 
 namespace df::quant {
 

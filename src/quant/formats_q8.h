@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 
+#include "quant/blocks.h"
 #include "quant/format.h"
 
 namespace df::quant {
@@ -40,14 +41,6 @@ static_assert(WeightFormat<FormatQ8_0>);
 //                  builds): id = 127/amax, nearest-even rounding (vroundps), s from the
 //                  int32 quants before saturation, summed with int32 wrap-around.
 //   dequantize_ref = qs * d (ggml has no to_float for Q8_1).
-constexpr int kQK8_1 = 32;
-struct BlockQ8_1 {
-  uint16_t d;          // fp16 scale
-  uint16_t s;          // fp16 d * sum(qs)
-  int8_t qs[kQK8_1];   // quants
-};
-static_assert(sizeof(BlockQ8_1) == 36);
-
 struct FormatQ8_1 {
   static constexpr GgmlType type = GgmlType::Q8_1;
   static constexpr int64_t block_elems = kQK8_1;
@@ -66,14 +59,6 @@ static_assert(ActFormat<FormatQ8_1>);
 //                  d = 1/iscale. An all-zero block gets d = 0, qs = 0 and (here) bsums = 0;
 //                  ggml leaves that block's bsums unwritten.
 //   dequantize_ref = d * qs.
-constexpr int kQK_K = 256;
-struct BlockQ8_K {
-  float d;                     // scale
-  int8_t qs[kQK_K];            // quants
-  int16_t bsums[kQK_K / 16];   // sum of each 16 quants
-};
-static_assert(sizeof(BlockQ8_K) == 292);
-
 struct FormatQ8_K {
   static constexpr GgmlType type = GgmlType::Q8_K;
   static constexpr int64_t block_elems = kQK_K;

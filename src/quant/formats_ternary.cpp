@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "quant/lowbit_lanes.h"
+#include "quant/ggml_lanes.h"
 
 namespace df::quant {
 namespace {
@@ -113,7 +113,7 @@ void FormatTQ2_0::quantize_ref(const float* x, Block* dst, int64_t nb) {
 
 namespace {
 
-// ggml's AVX2 order (lowbit_lanes.h). ggml forms the block's integer sum in 16-bit lanes:
+// ggml's AVX2 order (ggml_lanes.h). ggml forms the block's integer sum in 16-bit lanes:
 // lane m (elements 2m, 2m+1 of each 32-element group) accumulates q * a over all groups,
 // minus the activation's bsums[m] (the sum of elements 16m .. 16m+15); pairs of those lanes
 // become the 8 int32 lanes. So lane l = sum over groups of q * a at elements 4l .. 4l+3,
@@ -121,14 +121,14 @@ namespace {
 // Then acc[l] = fma(float(isum[l]), da * dw, acc[l]).
 template <class B>
 float ternary_dot(const B* w, const BlockQ8_K* a, int64_t nb, void (*values)(const B&, int8_t*)) {
-  lowbit::Lanes8 acc;
+  detail::Lanes8 acc;
   int8_t v[kQK_K];
   for (int64_t i = 0; i < nb; ++i) {
     values(w[i], v);
     for (auto& x : v) x = static_cast<int8_t>(x + 1);  // the stored digit q
     int32_t isum[8];
     for (int l = 0; l < 8; ++l) isum[l] = -(a[i].bsums[2 * l] + a[i].bsums[2 * l + 1]);
-    for (int g = 0; g < kQK_K / 32; ++g) lowbit::add_lanes(v + 32 * g, a[i].qs + 32 * g, 1, isum);
+    for (int g = 0; g < kQK_K / 32; ++g) detail::add_lanes(v + 32 * g, a[i].qs + 32 * g, 1, isum);
     acc.fma(a[i].d * fp16_to_fp32(w[i].d), isum);
   }
   return acc.hsum();

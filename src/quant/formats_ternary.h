@@ -11,25 +11,9 @@
 #pragma once
 #include <cstdint>
 
+#include "quant/blocks.h"
 #include "quant/format.h"
 #include "quant/formats_q8.h"
-
-namespace df {
-
-struct BlockTQ1_0 {
-  uint8_t qs[(quant::kQK_K - 4 * quant::kQK_K / 64) / 5];  // 48 bytes: 5 trits each (240 elements)
-  uint8_t qh[quant::kQK_K / 64];                     // 4 bytes: 4 trits each (16 elements)
-  uint16_t d;                                 // fp16 scale
-};
-static_assert(sizeof(BlockTQ1_0) == 54);
-
-struct BlockTQ2_0 {
-  uint8_t qs[quant::kQK_K / 4];  // 2 bits per element
-  uint16_t d;             // fp16 scale
-};
-static_assert(sizeof(BlockTQ2_0) == 66);
-
-}  // namespace df
 
 namespace df::quant {
 

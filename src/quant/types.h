@@ -1,6 +1,5 @@
-// The ggml tensor types: ids as stored in GGUF files, block geometry, and the block structs
-// of the formats this build supports. Shared by the CPU and CUDA backends.
-// Block layouts follow ggml's ggml-common.h (facts of the file format).
+// The ggml tensor types: ids as stored in GGUF files and block geometry. Shared by the CPU
+// and CUDA backends. The block structs are in quant/blocks.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -49,13 +48,5 @@ inline uint16_t fp32_to_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 64);  // quiet NaN
   return static_cast<uint16_t>((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
-
-// ---- block structs ----
-constexpr int kQK8_0 = 32;
-struct BlockQ8_0 {
-  uint16_t d;            // fp16 scale
-  int8_t qs[kQK8_0];     // quants
-};
-static_assert(sizeof(BlockQ8_0) == 34);
 
 }  // namespace df

@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "common/error.h"
+#include "diskformer/generator.h"
 #include "gguf/gguf.h"
 
 namespace df {
@@ -38,12 +39,10 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   e->opt_ = opt;
   e->file_ = gguf::File::open(opt.model_path);
   e->tokenizer_ = Tokenizer::from_gguf(*e->file_);
-  cpu::CpuOptions co;
-  co.threads = opt.threads;
-  co.isa = opt.isa == "auto" ? cpu::best_isa() : cpu::parse_isa(opt.isa);
-  if (static_cast<int>(co.isa) > static_cast<int>(cpu::best_isa()))
-    throw Error("this CPU does not support --isa " + opt.isa);
-  e->backend_ = std::make_unique<cpu::CpuBackend>(co);
+  BackendOptions bo;
+  bo.device = opt.device;
+  bo.cpu = opt.cpu;
+  e->backend_ = make_backend(bo);
   e->model_ = load_model(*e->file_, *e->backend_);
   if (e->model_->info().n_vocab < e->tokenizer_->n_vocab())
     throw Error("the output head has fewer rows than the tokenizer has tokens");
@@ -58,6 +57,8 @@ Session::Session(Engine& engine) : engine_(engine) {
   so.n_ctx = engine.options().n_ctx;
   so.max_chunk = std::max<int64_t>(1, std::min(engine.options().prefill_chunk, so.n_ctx));
   so.kv_f32 = engine.options().kv_f32;
+  so.max_snapshots = engine.options().max_snapshots;
+  so.max_checkpoints = std::max(0, engine.options().max_checkpoints) + 1;  // + one for capture()
   state_ = engine.model().new_state(so);
   logits_.resize(static_cast<size_t>(engine.info().n_vocab));
 }
@@ -95,30 +96,15 @@ void Session::keep_checkpoint(int64_t pos, CheckpointKind kind) {
   }
 }
 
-void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out,
-                  const std::vector<int64_t>& marks) {
+ForwardOutputs Session::step(const Token* ids, int64_t n, int64_t pos0, bool all_outputs, bool last_output,
+                            const ForwardOptions& fo) {
   note_written(pos0, ids, n);
-  const int64_t B = state_->max_chunk();
-  const int64_t every = state_->rewindable() ? 0 : engine_.options().checkpoint_every;
+  snap_n_ = 0;
+  const Batch batch = Batch::sequence(ids, n, pos0, all_outputs, last_output);
   try {
-    for (int64_t i = 0; i < n;) {
-      int64_t m = std::min(B, n - i);
-      if (every > 0) m = std::min(m, ((pos0 + i) / every + 1) * every - (pos0 + i));  // stop at a multiple
-      for (int64_t mk : marks)  // and at requested positions
-        if (mk > pos0 + i && mk < pos0 + i + m) m = mk - (pos0 + i);
-      const bool last = i + m == n;
-      float* dst = nullptr;
-      if (all_logits) {
-        dst = out + i * engine_.info().n_vocab;
-      } else if (last) {
-        dst = out;
-      }
-      engine_.model().forward(*state_, ids + i, m, pos0 + i, all_logits, dst);
-      i += m;
-      tokens_.assign(cache_tokens_.begin(), cache_tokens_.begin() + (pos0 + i));
-      if (std::find(marks.begin(), marks.end(), pos0 + i) != marks.end()) keep_checkpoint(pos0 + i, CheckpointKind::MARK);
-      if (every > 0 && (pos0 + i) % every == 0) keep_checkpoint(pos0 + i, CheckpointKind::PERIODIC);
-    }
+    ForwardOutputs out = engine_.model().forward(*state_, batch, fo);
+    tokens_.assign(cache_tokens_.begin(), cache_tokens_.begin() + (pos0 + n));
+    return out;
   } catch (...) {
     // The model state is undefined past pos0: forget it (KV rows below pos0 and the
     // checkpoints there are still good).
@@ -128,6 +114,84 @@ void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, fl
     throw;
   }
 }
+
+void Session::run(const Token* ids, int64_t n, int64_t pos0, bool all_logits, float* out,
+                  const std::vector<int64_t>& marks) {
+  const int64_t B = state_->max_chunk();
+  const int64_t every = state_->rewindable() ? 0 : engine_.options().checkpoint_every;
+  const int64_t n_vocab = engine_.info().n_vocab;
+  for (int64_t i = 0; i < n;) {
+    int64_t m = std::min(B, n - i);
+    if (every > 0) m = std::min(m, ((pos0 + i) / every + 1) * every - (pos0 + i));  // stop at a multiple
+    for (int64_t mk : marks)  // and at requested positions
+      if (mk > pos0 + i && mk < pos0 + i + m) m = mk - (pos0 + i);
+    const bool last = i + m == n;
+    const bool want = out && (all_logits || last);
+    const ForwardOutputs o = step(ids + i, m, pos0 + i, want && all_logits, want, ForwardOptions{});
+    if (want) {
+      float* dst = all_logits ? out + i * n_vocab : out;
+      engine_.backend().download(o.logits, dst, o.logits.nbytes());
+    }
+    i += m;
+    if (std::find(marks.begin(), marks.end(), pos0 + i) != marks.end()) keep_checkpoint(pos0 + i, CheckpointKind::MARK);
+    if (every > 0 && (pos0 + i) % every == 0) keep_checkpoint(pos0 + i, CheckpointKind::PERIODIC);
+  }
+}
+
+ForwardOutputs Session::append(const std::vector<Token>& tokens, const AppendOptions& opt) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  const int64_t pos0 = position();
+  if (n == 0) throw Error("append: no tokens");
+  if (n > state_->max_chunk())
+    throw Error("append: " + std::to_string(n) + " tokens, more than the chunk of " + std::to_string(state_->max_chunk()));
+  if (pos0 + n > n_ctx()) throw Error("the context is full");
+  ForwardOptions fo;
+  fo.logits = opt.logits;
+  fo.snapshots = opt.snapshots && !state_->rewindable();
+  ForwardOutputs out = step(tokens.data(), n, pos0, opt.all_outputs, true, fo);
+  if (fo.snapshots) {
+    snap_pos0_ = pos0;
+    snap_n_ = n;
+  }
+  return out;
+}
+
+void Session::rewind(int64_t pos) {
+  const int64_t cur = position();
+  if (pos < 0 || pos > cur) throw Error("rewind: position " + std::to_string(pos) + " is past the session's " + std::to_string(cur));
+  if (pos == cur) return;
+  if (state_->rewindable()) {
+    state_->truncate(pos);
+  } else if (snap_n_ > 0 && pos > snap_pos0_ && pos <= snap_pos0_ + snap_n_) {
+    state_->accept(pos - snap_pos0_);  // the snapshot slot: no replay
+    snap_n_ = pos - snap_pos0_;
+  } else {
+    // The nearest checkpoint at or before pos, then the tokens after it again (they are
+    // still in cache_tokens_).
+    const Kept* best = nullptr;
+    for (const Kept& k : checkpoints_)
+      if (k.pos <= pos) best = &k;
+    int64_t start = 0;
+    if (best) {
+      state_->restore(*best->state);
+      start = best->pos;
+    }
+    const std::vector<Token> redo(cache_tokens_.begin() + start, cache_tokens_.begin() + pos);
+    tokens_.assign(cache_tokens_.begin(), cache_tokens_.begin() + start);
+    if (!redo.empty()) run(redo.data(), static_cast<int64_t>(redo.size()), start, false, nullptr);
+  }
+  tokens_.resize(static_cast<size_t>(pos));
+}
+
+std::vector<float> Session::download_logits(const ForwardOutputs& out, int64_t i) {
+  if (out.logits.empty() || i < 0 || i >= out.logits.rows) throw Error("download_logits: no such output row");
+  std::vector<float> v(static_cast<size_t>(out.logits.cols));
+  const Tensor row = out.logits.slice_rows(i, 1);
+  engine_.backend().download(row, v.data(), row.nbytes());
+  return v;
+}
+
+void Session::mark_turn_end() { keep_checkpoint(position(), CheckpointKind::TURN); }
 
 const std::vector<float>& Session::prefill(const std::vector<Token>& prompt, const std::vector<int64_t>& checkpoint_at) {
   const auto n = static_cast<int64_t>(prompt.size());
@@ -167,8 +231,9 @@ const std::vector<float>& Session::prefill(const std::vector<Token>& prompt, con
 }
 
 const std::vector<float>& Session::decode(Token t) {
-  if (static_cast<int64_t>(tokens_.size()) >= n_ctx()) throw Error("the context is full");
-  run(&t, 1, static_cast<int64_t>(tokens_.size()), false, logits_.data());
+  if (position() >= n_ctx()) throw Error("the context is full");
+  const ForwardOutputs o = step(&t, 1, position(), false, true, ForwardOptions{});
+  engine_.backend().download(o.logits, logits_.data(), o.logits.nbytes());
   return logits_;
 }
 
@@ -215,26 +280,9 @@ std::vector<float> Session::logits_all(const std::vector<Token>& tokens) {
 
 std::vector<Token> Session::generate(const std::vector<Token>& prompt, const GenerateOptions& opt,
                                      const std::function<bool(Token)>& on_token) {
-  Sampler sampler(opt.sampling);
-  const Tokenizer& tok = engine_.tokenizer();
-  std::vector<Token> out;
-  const std::vector<float>* logits = &prefill(prompt, opt.checkpoint_at);
-  const int64_t n_vocab = engine_.info().n_vocab;
-  stats_.generated_tokens = 0;
-  stats_.decode_seconds = 0.0;
-  const double t0 = now_seconds();
-  while (static_cast<int64_t>(out.size()) < opt.max_new_tokens) {
-    const Token t = sampler.sample(logits->data(), n_vocab);
-    if (opt.stop_at_eog && tok.is_stop(t)) break;
-    out.push_back(t);
-    stats_.generated_tokens = static_cast<int64_t>(out.size());
-    if (on_token && !on_token(t)) break;
-    if (static_cast<int64_t>(out.size()) >= opt.max_new_tokens) break;
-    if (static_cast<int64_t>(tokens_.size()) >= n_ctx()) break;  // context full
-    logits = &decode(t);
-  }
-  keep_checkpoint(static_cast<int64_t>(tokens_.size()), CheckpointKind::TURN);
-  stats_.decode_seconds = now_seconds() - t0;
+  PlainGenerator gen(*this, opt);
+  std::vector<Token> out = gen.run(prompt, on_token);
+  mark_turn_end();
   return out;
 }
 

@@ -20,7 +20,7 @@ const std::string kModel = std::string(DF_SOURCE_DIR) + "/models/default.gguf";
 TEST(DefaultModelRef, GreedyPythonMatchesLlamaCpp) {
   EngineOptions eo;
   eo.model_path = kModel;
-  eo.threads = 2;
+  eo.cpu.threads = 2;
   eo.n_ctx = 512;
   auto engine = Engine::load(eo);
   ASSERT_EQ(engine->info().arch, "qwen35");

@@ -61,7 +61,7 @@ TEST_P(FormatsRef, LogitsMatchLlamaCpp) {
 
   EngineOptions eo;
   eo.model_path = model;
-  eo.threads = 2;
+  eo.cpu.threads = 2;
   eo.n_ctx = 256;
   eo.prefill_chunk = 64;
   auto engine = Engine::load(eo);

@@ -6,7 +6,7 @@
 //     Q1_0, Q2_0);
 //   - the activation quantiser (Q8_K, or Q8_0) bit exact with the CPU backend's from_float;
 //   - vec_dot / gemm of every ISA bit exact with the CPU backend's vec_dot on the same
-//     operands (ggml's f32 accumulation order, lowbit_lanes.h).
+//     operands (ggml's f32 accumulation order, ggml_lanes.h).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -151,7 +151,7 @@ TEST(LowBitRef, QuantizeActBitExactWithGgmlCpuFromFloat) {
 }
 
 // Same prepared operands on both sides, and the f32 accumulation in ggml's own order
-// (lowbit_lanes.h): every ISA's gemm and vec_dot give llama.cpp's vec_dot bit for bit.
+// (ggml_lanes.h): every ISA's gemm and vec_dot give llama.cpp's vec_dot bit for bit.
 TEST(LowBitRef, VecDotBitExactWithGgmlCpuVecDot) {
   static df::test::GgmlLibs libs;
   if (!libs.error().empty()) GTEST_SKIP() << libs.error();

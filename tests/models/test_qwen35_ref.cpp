@@ -1,6 +1,7 @@
 // Qwen3.5 hybrid (qwen35) against llama.cpp on random-weight models of several shapes (key
 // heads fewer than value heads, rotary dims below the head size, 4 and 8 layers, with and
-// without an MTP layer) in F32, Q8_0 and a quantized mix: logits of every prompt position
+// without an MTP layer, rotary section layouts other than the released one) in F32, Q8_0 and
+// a quantized mix: logits of every prompt position
 // (normalised error) and 32 greedy tokens from 5 prompts, each through prefill chunk sizes
 // 1, 7 and 64.
 //
@@ -43,6 +44,15 @@ const char* kShapeB =
 const char* kShapeC =
     "--arch qwen35 --layers 4 --dim 256 --ff 768 --heads 2 --kv-heads 2 --head-dim 128 --rot-dims 32 "
     "--ssm-state 128 --ssm-k-heads 2 --ssm-v-heads 2 --full-attn-interval 2 --mtp-layers 1 --untied";
+// D, E: rotary section layouts other than the released one (ggml IMROPE; for text sections
+// 0..2 rotate with the position, section 3 and pairs past 3 * section with position 0):
+// D [8, 8, 4, 4] over 24 pairs, E [3, 2, 1, 2] over 16 pairs (the sector wraps every 8 pairs).
+const char* kShapeD =
+    "--arch qwen35 --layers 4 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 --rot-dims 48 "
+    "--rope-sections 8,8,4,4 --ssm-state 32 --ssm-k-heads 2 --ssm-v-heads 4 --full-attn-interval 2 --untied";
+const char* kShapeE =
+    "--arch qwen35 --layers 2 --dim 128 --ff 256 --heads 2 --kv-heads 1 --head-dim 64 --rot-dims 32 "
+    "--rope-sections 3,2,1,2 --ssm-state 32 --ssm-k-heads 1 --ssm-v-heads 2 --full-attn-interval 2 --untied";
 // A quantized mix: Q8_0 matrices with some tensors in F16, BF16 and F32.
 const char* kMix =
     "--type q8_0 --mix token_embd=bf16,ffn_down=f16,ssm_out=f16,attn_gate=bf16,attn_v=f16,ssm_alpha=f32,ssm_beta=f32";
@@ -63,6 +73,8 @@ std::vector<Case> cases() {
     out.push_back({"qwen35_" + sn + "_mix", std::string(shape) + " " + kMix + s, 1e-3, 0.25f});
     ++seed;
   }
+  out.push_back({"qwen35_d_sections_f32", std::string(kShapeD) + " --type f32 --seed 41", 1e-4, 1e-3f});
+  out.push_back({"qwen35_e_sections_f32", std::string(kShapeE) + " --type f32 --seed 42", 1e-4, 1e-3f});
   return out;
 }
 
@@ -106,7 +118,7 @@ TEST_P(Qwen35Ref, LogitsAndGreedyMatchLlamaCpp) {
     SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
     EngineOptions eo;
     eo.model_path = model;
-    eo.threads = 2;
+    eo.cpu.threads = 2;
     eo.n_ctx = 256;
     eo.prefill_chunk = chunk;
     eo.kv_f32 = true;

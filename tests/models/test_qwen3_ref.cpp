@@ -54,7 +54,7 @@ TEST_P(Qwen3Ref, LogitsAndGreedyMatchLlamaCpp) {
   const std::string model = reftest::make_model(c.name, c.args);
   EngineOptions eo;
   eo.model_path = model;
-  eo.threads = 2;
+  eo.cpu.threads = 2;
   eo.n_ctx = 256;
   eo.prefill_chunk = 64;
   auto engine = Engine::load(eo);

@@ -38,6 +38,24 @@ inline Tensor view(std::vector<float>& v, int64_t cols) {
   return t;
 }
 
+// The vector as an i32 tensor [n, 1] (token ids, positions).
+inline Tensor view_i32(std::vector<int32_t>& v) {
+  Tensor t;
+  t.data = v.data();
+  t.type = GgmlType::I32;
+  t.cols = 1;
+  t.rows = static_cast<int64_t>(v.size());
+  t.stride = sizeof(int32_t);
+  return t;
+}
+
+// Positions p0 .. p0 + n - 1.
+inline std::vector<int32_t> positions(int64_t p0, int64_t n) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = static_cast<int32_t>(p0 + i);
+  return p;
+}
+
 inline std::vector<cpu::Isa> isas() {
   std::vector<cpu::Isa> out = {cpu::Isa::SCALAR};
   if (cpu::best_isa() >= cpu::Isa::AVX2) out.push_back(cpu::Isa::AVX2);

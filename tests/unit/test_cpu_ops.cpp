@@ -52,7 +52,13 @@ TEST(CpuOps, RopeNeoxPartial) {
         o[i + n_rot / 2] = static_cast<float>(v[i] * std::sin(th) + v[i + n_rot / 2] * std::cos(th));
       }
   cpu::CpuBackend b({2, cpu::best_isa()});
-  b.rope_neox(view(x, heads * hd), heads, hd, n_rot, pos0, base);
+  auto pos = optest::positions(pos0, n);
+  RopeParams rp;
+  rp.n_head = heads;
+  rp.head_dim = hd;
+  rp.n_rot = n_rot;
+  rp.freq_base = base;
+  b.rope(view(x, heads * hd), optest::view_i32(pos), rp);
   EXPECT_LT(nerr(ref, x), 1e-10);
   // dims past n_rot are untouched
   EXPECT_EQ(ref[n_rot], x[n_rot]);
@@ -90,10 +96,11 @@ void attention_case(bool f16) {
     cpu::CpuBackend b({2, isa});
     const GgmlType ct = f16 ? GgmlType::F16 : GgmlType::F32;
     KvCache cache = b.alloc_kv_cache(n_ctx, n_kv * hd, ct);
-    b.kv_store(cache, view(kr, n_kv * hd), view(vr, n_kv * hd), 0);
+    auto kpos = optest::positions(0, pos0 + n), qpos = optest::positions(pos0, n);
+    b.kv_store(cache, view(kr, n_kv * hd), view(vr, n_kv * hd), optest::view_i32(kpos));
     std::vector<float> out(q.size());
     AttentionParams p{n_head, n_kv, hd, scale};
-    b.attention(view(q, n_head * hd), cache, pos0, p, view(out, n_head * hd));
+    b.attention(view(q, n_head * hd), cache, optest::view_i32(qpos), p, view(out, n_head * hd));
     EXPECT_LT(nerr(ref, out), f16 ? 1e-5 : 1e-11) << cpu::isa_name(isa);
   }
 }

@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "kernel_test_util.h"
+#include "quant/dot_math.h"
 #include "quant/formats.h"
 #include "quant/types.h"
 
@@ -144,29 +145,23 @@ TEST(KernelsFormats, ActivationQuantisersBitExactAcrossIsas) {
   }
 }
 
-// dot_ref against f64 math on the dequantised weight and activation rows: only the f32
+// dot_ref against dot_math (f64 math on the dequantised weight and activation rows): only the f32
 // rounding of the scales' products and of the accumulation separates them.
 TEST(KernelsFormats, ScalarReferenceMatchesExactDotOfDequantisedRows) {
   for (GgmlType t : kTypes) {
     const int64_t k = 1024, rows = 5, n_act = 3;
     const Problem p = make_problem(t, k, rows, n_act, 99, false);
     const auto got = run_gemm(df::cpu::kernels(Isa::SCALAR), p, 0, rows);
-    std::vector<float> want, w(k), a(k);
+    std::vector<float> want;
     const GgmlType at = df::cpu::vec_dot_type(t);
     for (int64_t r = 0; r < n_act; ++r) {
-      df::quant::visit_format(df::quant::ActFormats{}, at, [&]<class F>(F) {
-        F::dequantize_ref(reinterpret_cast<const typename F::Block*>(p.A.data() + r * p.a_stride), a.data(),
-                          k / F::block_elems);
-      });
       for (int64_t i = 0; i < rows; ++i) {
-        df::cpu::dequantize_row(t, p.W.data() + i * p.w_stride, w.data(), k);
-        double s = 0;
-        for (int64_t j = 0; j < k; ++j) s += double(w[j]) * a[j];
+        double s = df::quant::dot_math(t, p.W.data() + i * p.w_stride, p.A.data() + r * p.a_stride, k);
         if (at == GgmlType::Q8_1) {
           // Q4_1 / Q5_1: the min term uses Q8_1's s = fp16(da * sum(qa)), as ggml does,
           // instead of the exact da * sum(qa)
           const auto* wb = p.W.data() + i * p.w_stride;
-          const auto* ab = reinterpret_cast<const df::quant::BlockQ8_1*>(p.A.data() + r * p.a_stride);
+          const auto* ab = reinterpret_cast<const df::BlockQ8_1*>(p.A.data() + r * p.a_stride);
           for (int64_t b = 0; b < k / 32; ++b) {
             uint16_t m_bits;  // the min follows the fp16 scale in both Q4_1 and Q5_1 blocks
             std::memcpy(&m_bits, wb + b * df::type_info(t).block_bytes + 2, 2);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "quant/blocks.h"
 #include "quant/types.h"
 
 namespace {

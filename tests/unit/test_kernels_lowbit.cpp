@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "quant/types.h"
 #include "common/error.h"
+#include "quant/dot_math.h"
+#include "quant/types.h"
 #include "random_blocks.h"
 
 namespace {
@@ -19,7 +20,7 @@ using df::GgmlType;
 using df::cpu::Isa;
 using df::test::kLowBitTypes;
 
-// The scalar reference sums in ggml's f32 order (lowbit_lanes.h) and every SIMD kernel
+// The scalar reference sums in ggml's f32 order (ggml_lanes.h) and every SIMD kernel
 // follows the same order: results must be identical, bit for bit.
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -88,37 +89,21 @@ TEST(KernelsLowBit, GemmRowRange) {
   }
 }
 
-// dot_ref = dot(dequantize(w), dequantize(a)) up to f32 rounding: checks the integer
+// dot_ref = dot_math (dequantised operands, f64) up to f32 rounding: checks the integer
 // decoding, sub-block scales and fixed factors of the reference dot against the dequantiser.
 TEST(KernelsLowBit, ReferenceDotMatchesDequantisedOperands) {
   uint32_t seed = 500;
   for (GgmlType t : kLowBitTypes) {
     const int64_t k = 1024, rows = 16;
-    const GgmlType at = df::cpu::vec_dot_type(t);
-    const size_t wb = df::row_bytes(t, k), ab = df::cpu::act_row_bytes(t, k);
+    const size_t wb = df::row_bytes(t, k);
     const auto W = df::test::random_rows(t, rows, k, ++seed);
     const auto A = activations(t, 1, k, ++seed);
-    std::vector<float> a(k), w(k), want(rows), got(rows);
-    // Q8_0 / Q8_K dequantisation (d * q) through the ActFormats: via a Q8_0 weight row or
-    // by hand for Q8_K (f32 d, int8 qs[256], int16 bsums[16]).
-    if (at == GgmlType::Q8_0) {
-      df::cpu::dequantize_row(GgmlType::Q8_0, A.data(), a.data(), k);
-    } else {
-      for (int64_t b = 0; b < k / 256; ++b) {
-        float d;
-        std::memcpy(&d, A.data() + b * 292, 4);
-        for (int j = 0; j < 256; ++j) a[b * 256 + j] = d * static_cast<int8_t>(A[b * 292 + 4 + j]);
-      }
-    }
+    std::vector<float> want(rows), got(rows);
     for (int64_t i = 0; i < rows; ++i) {
-      df::cpu::dequantize_row(t, W.data() + i * wb, w.data(), k);
-      double s = 0;
-      for (int64_t j = 0; j < k; ++j) s += double(w[j]) * a[j];
-      want[i] = static_cast<float>(s);
+      want[i] = static_cast<float>(df::quant::dot_math(t, W.data() + i * wb, A.data(), k));
       got[i] = df::cpu::kernels(Isa::SCALAR).vec_dot(t, k, W.data() + i * wb, A.data());
     }
     EXPECT_LE(df::test::normalised_error(want, got), 1e-10) << df::type_name(t);
-    (void)ab;
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "kernel_test_util.h"
+#include "quant/blocks.h"
 #include "quant/types.h"
 
 namespace {

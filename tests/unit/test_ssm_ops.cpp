@@ -115,7 +115,7 @@ void conv_case(int64_t C, int64_t K, const std::vector<int64_t>& chunks) {
     int64_t t0 = 0;
     for (auto n : chunks) {
       const Tensor x = view(xs, wide).slice_rows(t0, n).slice_cols(c0, C);
-      b.ssm_conv(x, view(state, C), view(w, K), view(out, C).slice_rows(t0, n));
+      b.ssm_conv(x, view(state, C), view(w, K), view(out, C).slice_rows(t0, n), Tensor{});
       t0 += n;
     }
     EXPECT_LT(nerr(ref, out), 1e-12) << "C " << C << " " << cpu::isa_name(isa);
@@ -196,11 +196,45 @@ void delta_case(int64_t Hk, int64_t Hv, int64_t d, const std::vector<int64_t>& c
       const Tensor m = view(qkv, wide).slice_rows(t0, n);
       b.gated_delta_rule(m.slice_cols(0, Hk * d), m.slice_cols(Hk * d, Hk * d), m.slice_cols(2 * Hk * d, Hv * d),
                          view(g, Hv).slice_rows(t0, n), view(beta, Hv).slice_rows(t0, n), view(state, d), scale,
-                         view(out, Hv * d).slice_rows(t0, n));
+                         view(out, Hv * d).slice_rows(t0, n), Tensor{});
       t0 += n;
     }
     EXPECT_LT(nerr(want, out), 1e-10) << "Hk " << Hk << " Hv " << Hv << " d " << d << " " << cpu::isa_name(isa);
     EXPECT_LT(nerr(want_state, state), 1e-10) << cpu::isa_name(isa);
+  }
+}
+
+// Snapshot slots: slot t of a call over n rows holds the state a call over the first t + 1
+// rows leaves (the same bits), for the convolution and the delta rule.
+TEST(SsmOps, SnapshotSlotsHoldTheStateAfterEachRow) {
+  const int64_t C = 40, K = 4, H = K - 1, n = 5, m = 4;
+  const int64_t Hk = 1, Hv = 2, d = 16;
+  auto x = randn(static_cast<size_t>(n * C), 41), w = randn(static_cast<size_t>(C * K), 42, 0.5f);
+  auto s0 = randn(static_cast<size_t>(H * C), 43);
+  auto q = randn(static_cast<size_t>(n * Hk * d), 44, 0.3f), k = randn(static_cast<size_t>(n * Hk * d), 45, 0.3f);
+  auto v = randn(static_cast<size_t>(n * Hv * d), 46), g = randn(static_cast<size_t>(n * Hv), 47, 0.2f);
+  auto beta = randn(static_cast<size_t>(n * Hv), 48);
+  for (auto& e : g) e = -std::fabs(e);
+  for (auto& e : beta) e = 1.0f / (1.0f + std::exp(-e));
+  auto S0 = randn(static_cast<size_t>(Hv * d * d), 49, 0.1f);
+  for (auto isa : isas()) {
+    cpu::CpuBackend b({2, isa});
+    std::vector<float> cs = s0, snaps(static_cast<size_t>(m * H * C)), y(static_cast<size_t>(n * C));
+    b.ssm_conv(view(x, C), view(cs, C), view(w, K), view(y, C), view(snaps, C));
+    std::vector<float> Ss = S0, dsn(static_cast<size_t>(m * Hv * d * d)), o(static_cast<size_t>(n * Hv * d));
+    b.gated_delta_rule(view(q, Hk * d), view(k, Hk * d), view(v, Hv * d), view(g, Hv), view(beta, Hv), view(Ss, d),
+                       0.25f, view(o, Hv * d), view(dsn, d));
+    for (int64_t t = 0; t < m; ++t) {
+      std::vector<float> c1 = s0, y1(static_cast<size_t>((t + 1) * C));
+      b.ssm_conv(view(x, C).slice_rows(0, t + 1), view(c1, C), view(w, K), view(y1, C), Tensor{});
+      EXPECT_EQ(c1, std::vector<float>(snaps.begin() + t * H * C, snaps.begin() + (t + 1) * H * C)) << "conv slot " << t;
+      std::vector<float> S1 = S0, o1(static_cast<size_t>((t + 1) * Hv * d));
+      b.gated_delta_rule(view(q, Hk * d).slice_rows(0, t + 1), view(k, Hk * d).slice_rows(0, t + 1),
+                         view(v, Hv * d).slice_rows(0, t + 1), view(g, Hv).slice_rows(0, t + 1),
+                         view(beta, Hv).slice_rows(0, t + 1), view(S1, d), 0.25f, view(o1, Hv * d), Tensor{});
+      EXPECT_EQ(S1, std::vector<float>(dsn.begin() + t * Hv * d * d, dsn.begin() + (t + 1) * Hv * d * d))
+          << "delta slot " << t << " " << cpu::isa_name(isa);
+    }
   }
 }
 

@@ -112,6 +112,10 @@ void add_qwen35_flags(CLI::App& app, Qwen35Flags& f) {
   app.add_option("--conv-kernel", f.conv_kernel, "qwen35: ssm.conv_kernel (default 4)");
   app.add_option("--full-attn-interval", f.full_attn_interval, "qwen35: every N-th layer is full attention (default 4)");
   app.add_option("--mtp-layers", f.mtp_layers, "qwen35: MTP (nextn) layers after the trunk");
+  app.add_option("--rope-sections", f.rope_sections,
+                 "qwen35: rope.dimension_sections, 4 values (default: the rotary pairs over 3 text sections, 4th 0)")
+      ->expected(4)
+      ->delimiter(',');
   app.add_option("--mix", f.mix, "qwen35: per-tensor types 'substring=type,...' over --type (first match wins)");
 }
 
@@ -143,7 +147,14 @@ int64_t write_qwen35(gguf::Writer& w, const BaseShape& s, const Qwen35Flags& f, 
   // Interleaved M-RoPE sections covering the rot/2 pairs (text: plain NeoX RoPE), as the
   // converter writes [11, 11, 10, 0] for 32 pairs.
   const int32_t pairs = static_cast<int32_t>(rot / 2);
-  w.set_i32_array(a + "rope.dimension_sections", {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0});
+  if (f.rope_sections.empty()) {
+    w.set_i32_array(a + "rope.dimension_sections", {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0});
+  } else {
+    int total = 0;
+    for (int v : f.rope_sections) total += v;
+    if (total <= 0 || total > hd) throw Error("--rope-sections must sum to between 1 and --head-dim");
+    w.set_i32_array(a + "rope.dimension_sections", std::vector<int32_t>(f.rope_sections.begin(), f.rope_sections.end()));
+  }
   w.set_f32(a + "rope.freq_base", s.rope_base);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(a + "full_attention_interval", u32(interval));

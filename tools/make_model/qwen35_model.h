@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +29,7 @@ struct Qwen35Flags {
   int conv_kernel = 0;      // ssm.conv_kernel (default 4)
   int full_attn_interval = 0;  // default 4: every 4th layer is full attention
   int mtp_layers = 0;       // nextn_predict_layers
+  std::vector<int> rope_sections;  // rope.dimension_sections (default: 3 text sections over the pairs)
   std::string mix;          // "substring=type,...": per-tensor type overrides of --type
 };
 void add_qwen35_flags(CLI::App& app, Qwen35Flags& f);

@@ -26,6 +26,14 @@ void check(bool ok, const char* what) {
   if (!ok) throw Error(std::string("cpu attention: ") + what);
 }
 
+int32_t irow(const Tensor& t, int64_t r) {
+  return *reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(t.data) + t.stride * static_cast<size_t>(r));
+}
+
+void check_pos(const Tensor& pos, int64_t n) {
+  check(pos.type == GgmlType::I32 && pos.cols == 1 && pos.rows == n, "positions must be i32 [n, 1]");
+}
+
 // Softmax numerators and their sum as ggml_vec_soft_max_f32 computes them: exp(x - max) with
 // the ISA's vector exp, summed per vector of lanes (in the order of the ISA's horizontal
 // add) into a double. Positions past n are masked (exp = 0).
@@ -65,13 +73,14 @@ KvCache CpuBackend::alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type)
   return c;
 }
 
-void CpuBackend::kv_store(KvCache& c, const Tensor& k, const Tensor& v, int64_t pos0) {
+void CpuBackend::kv_store(KvCache& c, const Tensor& k, const Tensor& v, const Tensor& pos) {
   check(k.cols == c.kv_dim && v.cols == c.kv_dim && k.rows == v.rows, "kv_store shapes");
-  check(pos0 >= 0 && pos0 + k.rows <= c.n_ctx, "kv_store past the cache");
+  check_pos(pos, k.rows);
+  for (int64_t r = 0; r < k.rows; ++r) check(irow(pos, r) >= 0 && irow(pos, r) < c.n_ctx, "kv_store past the cache");
   const bool f16 = c.type == GgmlType::F16;
   for (int64_t r = 0; r < k.rows; ++r) {
     const auto* kr = reinterpret_cast<const float*>(static_cast<const uint8_t*>(k.data) + k.stride * r);
-    uint8_t* dst = static_cast<uint8_t*>(c.k.data) + c.k.stride * static_cast<size_t>(pos0 + r);
+    uint8_t* dst = static_cast<uint8_t*>(c.k.data) + c.k.stride * static_cast<size_t>(irow(pos, r));
     if (f16) {
       auto* d = reinterpret_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < c.kv_dim; ++i) d[i] = fp32_to_fp16(kr[i]);
@@ -81,24 +90,29 @@ void CpuBackend::kv_store(KvCache& c, const Tensor& k, const Tensor& v, int64_t 
   }
   for (int64_t r = 0; r < v.rows; ++r) {
     const auto* vr = reinterpret_cast<const float*>(static_cast<const uint8_t*>(v.data) + v.stride * r);
+    const int64_t at = irow(pos, r);
     for (int64_t i = 0; i < c.kv_dim; ++i) {
       uint8_t* row = static_cast<uint8_t*>(c.v.data) + c.v.stride * static_cast<size_t>(i);
       if (f16) {
-        reinterpret_cast<uint16_t*>(row)[pos0 + r] = fp32_to_fp16(vr[i]);
+        reinterpret_cast<uint16_t*>(row)[at] = fp32_to_fp16(vr[i]);
       } else {
-        reinterpret_cast<float*>(row)[pos0 + r] = vr[i];
+        reinterpret_cast<float*>(row)[at] = vr[i];
       }
     }
   }
 }
 
-void CpuBackend::attention(const Tensor& q, const KvCache& c, int64_t pos0, const AttentionParams& p,
+void CpuBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos, const AttentionParams& p,
                            const Tensor& out) {
   const int64_t hd = p.head_dim, n = q.rows;
   check(q.cols == p.n_head * hd && out.cols == q.cols && out.rows == n, "q/out shapes");
   check(c.kv_dim == p.n_head_kv * hd && p.n_head % p.n_head_kv == 0, "head counts");
-  check(pos0 + n <= c.n_ctx, "attention past the cache");
-  const int64_t n_keys = pos0 + n;                                      // keys of the last row
+  check_pos(pos, n);
+  for (int64_t r = 0; r < n; ++r)
+    check(irow(pos, r) >= 0 && irow(pos, r) < c.n_ctx && (r == 0 || irow(pos, r) > irow(pos, r - 1)),
+          "attention positions must ascend within the cache");
+  // Row r sees keys [0, pos[r]]; the positions ascend, so the last row sees the most.
+  const int64_t n_keys = irow(pos, n - 1) + 1;                          // keys of the last row
   const int64_t len = std::min(c.v.cols, std::max(kPad, pad_up(n_keys, kPad)));  // llama's n_kv
   const int64_t group = p.n_head / p.n_head_kv;
   const GgmlType t = c.type;
@@ -111,7 +125,7 @@ void CpuBackend::attention(const Tensor& q, const KvCache& c, int64_t pos0, cons
   pool_.parallel_for(p.n_head * n_blocks, [&](int64_t task, int thread) {
     const int64_t h = task / n_blocks, r0 = task % n_blocks * block;
     const int64_t nr = std::min(block, n - r0), hk = h / group;
-    const int64_t keys = pos0 + r0 + nr;  // keys any row of this block sees
+    const int64_t keys = irow(pos, r0 + nr - 1) + 1;  // keys any row of this block sees
     float* scores = thread_scratch(thread, static_cast<size_t>(nr * len));  // [nr, len]
     uint8_t* act = thread_bytes(thread, static_cast<size_t>(nr) * std::max(q_stride, p_stride));
     // 1. scores = K q, for this head's rows
@@ -120,11 +134,12 @@ void CpuBackend::attention(const Tensor& q, const KvCache& c, int64_t pos0, cons
       kernels_.quantize_act(t, qr, act + q_stride * r, hd);
     }
     const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + static_cast<size_t>(hk * hd) * elem;
+    // (the kernels give a row the same bits whatever the row count: tests/unit/test_kernels_batch.cpp)
     kernels_.gemm(t, hd, kbase, c.k.stride, 0, keys, act, q_stride, nr, scores, len);
     // 2. probabilities, rounded to the cache type for the product with V
     for (int64_t r = 0; r < nr; ++r) {
       float* s = scores + r * len;
-      const int64_t valid = pos0 + r0 + r + 1;
+      const int64_t valid = irow(pos, r0 + r) + 1;
       float mx = -INFINITY;
       for (int64_t j = 0; j < valid; ++j) mx = std::max(mx, s[j] *= p.scale);
       const double sum = softmax_exp(isa, s, valid, mx);
@@ -136,8 +151,8 @@ void CpuBackend::attention(const Tensor& q, const KvCache& c, int64_t pos0, cons
     // 3. out = V^T p, rows hk*hd .. of the transposed V cache
     const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + c.v.stride * static_cast<size_t>(hk * hd);
     float* o = reinterpret_cast<float*>(static_cast<uint8_t*>(out.data) + out.stride * r0) + h * hd;
-    kernels_.gemm(t, len, vbase, c.v.stride, 0, hd, act, p_stride, nr, o,
-                  static_cast<int64_t>(out.stride / sizeof(float)));
+    const int64_t ldo = static_cast<int64_t>(out.stride / sizeof(float));
+    kernels_.gemm(t, len, vbase, c.v.stride, 0, hd, act, p_stride, nr, o, ldo);
   });
 }
 

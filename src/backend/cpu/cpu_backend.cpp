@@ -39,6 +39,10 @@ float* frow(const Tensor& t, int64_t r) {
   return reinterpret_cast<float*>(static_cast<uint8_t*>(t.data) + t.stride * static_cast<size_t>(r));
 }
 
+int32_t irow(const Tensor& t, int64_t r) {
+  return *reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(t.data) + t.stride * static_cast<size_t>(r));
+}
+
 int resolve_threads(int n) {
   if (n > 0) return n;
   const unsigned hw = std::thread::hardware_concurrency();
@@ -98,11 +102,14 @@ uint8_t* CpuBackend::thread_bytes(int thread, size_t bytes) {
   return b.data();
 }
 
-void CpuBackend::get_rows(const Tensor& table, const int32_t* ids, int64_t n, const Tensor& out) {
+void CpuBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  const int64_t n = ids.rows;
+  check(ids.type == GgmlType::I32 && ids.cols == 1, "get_rows ids must be i32 [n, 1]");
   check(out.type == GgmlType::F32 && out.cols == table.cols && out.rows >= n, "get_rows shapes");
   for (int64_t i = 0; i < n; ++i) {
-    check(ids[i] >= 0 && ids[i] < table.rows, "get_rows id out of range");
-    const uint8_t* src = static_cast<const uint8_t*>(table.data) + table.stride * static_cast<size_t>(ids[i]);
+    const int32_t id = irow(ids, i);
+    check(id >= 0 && id < table.rows, "get_rows id out of range");
+    const uint8_t* src = static_cast<const uint8_t*>(table.data) + table.stride * static_cast<size_t>(id);
     dequantize_row(table.type, src, frow(out, i), table.cols);
   }
 }
@@ -156,30 +163,42 @@ void CpuBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
     const int64_t i0 = c * chunk, i1 = std::min(m, i0 + chunk);
     for (int64_t r0 = 0; r0 < n; r0 += act_block) {
       const int64_t nr = std::min(act_block, n - r0);
-      kernels_.gemm(W.type, k, Wp, W.stride, i0, i1, act + act_stride * static_cast<size_t>(r0),
-                    act_stride, nr, Y + r0 * ldy, ldy);
+      kernels_.gemm(W.type, k, Wp, W.stride, i0, i1, act + act_stride * static_cast<size_t>(r0), act_stride, nr,
+                    Y + r0 * ldy, ldy);
     }
   });
 }
 
-void CpuBackend::rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot,
-                           int64_t pos0, float freq_base) {
-  check(x.cols == static_cast<int64_t>(n_head) * head_dim && n_rot <= head_dim && n_rot % 2 == 0,
+void CpuBackend::rope(const Tensor& x, const Tensor& pos, const RopeParams& p) {
+  check(x.cols == static_cast<int64_t>(p.n_head) * p.head_dim && p.n_rot <= p.head_dim && p.n_rot % 2 == 0,
         "rope shapes");
-  const int32_t half = n_rot / 2;
-  // theta_i = pos * base^(-2i/n_rot), computed as ggml does: repeated multiplication.
-  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+  check(pos.type == GgmlType::I32 && pos.cols == 1 && pos.rows == x.rows, "rope positions must be i32 [n, 1]");
+  const int32_t half = p.n_rot / 2;
+  const int32_t* sec = p.sections;
+  const int32_t sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+  check(sec[0] >= 0 && sec[1] >= 0 && sec[2] >= 0 && sec[3] >= 0, "rope sections must be non-negative");
+  // Pair i rotates with the token position (true) or position 0 (ggml's IMROPE rule for text).
+  auto text_pos = [&](int32_t i) {
+    if (sect_dims == 0) return true;
+    const int32_t s = i % sect_dims;
+    return (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2]) || (s % 3 == 0 && s < 3 * sec[0]);
+  };
+  // theta_i = pos * base^(-2i/n_rot), computed as ggml does: repeated multiplication (a pair
+  // with position 0 gets theta 0: cos 1, sin 0).
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   auto one = [&](int64_t r, int thread) {
-    float* cs = thread_scratch(thread, static_cast<size_t>(n_rot));
-    float theta = static_cast<float>(pos0 + r);
+    float* cs = thread_scratch(thread, static_cast<size_t>(p.n_rot));
+    float theta = static_cast<float>(irow(pos, r)), theta0 = 0.0f;
     for (int32_t i = 0; i < half; ++i) {
-      cs[2 * i] = std::cos(theta);
-      cs[2 * i + 1] = std::sin(theta);
+      const float t = text_pos(i) ? theta : theta0;
+      cs[2 * i] = std::cos(t);
+      cs[2 * i + 1] = std::sin(t);
       theta *= theta_scale;
+      theta0 *= theta_scale;
     }
     float* xr = frow(x, r);
-    for (int32_t h = 0; h < n_head; ++h) {
-      float* v = xr + static_cast<int64_t>(h) * head_dim;
+    for (int32_t h = 0; h < p.n_head; ++h) {
+      float* v = xr + static_cast<int64_t>(h) * p.head_dim;
       for (int32_t i = 0; i < half; ++i) {
         const float x0 = v[i], x1 = v[i + half];
         v[i] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
@@ -191,6 +210,19 @@ void CpuBackend::rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, in
     one(0, 0);
   } else {
     pool_.parallel_for(x.rows, one);
+  }
+}
+
+void CpuBackend::argmax(const Tensor& logits, const Tensor& out) {
+  check(logits.type == GgmlType::F32 && out.type == GgmlType::I32 && out.cols == 1 && out.rows == logits.rows,
+        "argmax shapes");
+  for (int64_t r = 0; r < logits.rows; ++r) {
+    const float* l = frow(logits, r);
+    int64_t best = 0;
+    for (int64_t i = 1; i < logits.cols; ++i)
+      if (l[i] > l[best]) best = i;  // strict: the lowest index wins a tie
+    reinterpret_cast<int32_t*>(static_cast<uint8_t*>(out.data) + out.stride * static_cast<size_t>(r))[0] =
+        static_cast<int32_t>(best);
   }
 }
 

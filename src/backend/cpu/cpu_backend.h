@@ -27,15 +27,15 @@ class CpuBackend final : public Backend {
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override {}
 
-  void get_rows(const Tensor& table, const int32_t* ids, int64_t n, const Tensor& out) override;
+  void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) override;
   void matmul(const Tensor& W, const Tensor& x, const Tensor& y) override;
-  void rope_neox(const Tensor& x, int32_t n_head, int32_t head_dim, int32_t n_rot, int64_t pos0,
-                 float freq_base) override;
+  void rope(const Tensor& x, const Tensor& pos, const RopeParams& p) override;
   KvCache alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type) override;
-  void kv_store(KvCache& cache, const Tensor& k, const Tensor& v, int64_t pos0) override;
-  void attention(const Tensor& q, const KvCache& cache, int64_t pos0, const AttentionParams& p,
+  void kv_store(KvCache& cache, const Tensor& k, const Tensor& v, const Tensor& pos) override;
+  void attention(const Tensor& q, const KvCache& cache, const Tensor& pos, const AttentionParams& p,
                  const Tensor& out) override;
+  void argmax(const Tensor& logits, const Tensor& out) override;
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& src, const Tensor& dst) override;
@@ -44,9 +44,10 @@ class CpuBackend final : public Backend {
   void sigmoid_mul(const Tensor& gate, const Tensor& x, const Tensor& out) override;
   void softplus_scale(const Tensor& x, const Tensor& bias, const Tensor& scale, const Tensor& out) override;
   void l2_norm(const Tensor& x, int64_t group, float eps, const Tensor& y) override;
-  void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y) override;
+  void ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y,
+                const Tensor& snapshots) override;
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                        const Tensor& state, float scale, const Tensor& out) override;
+                        const Tensor& state, float scale, const Tensor& out, const Tensor& snapshots) override;
 
   int threads() const { return pool_.size(); }
   Isa isa() const { return kernels_.isa; }

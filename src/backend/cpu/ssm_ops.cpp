@@ -107,7 +107,8 @@ void CpuBackend::l2_norm(const Tensor& x, int64_t group, float eps, const Tensor
   }
 }
 
-void CpuBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y) {
+void CpuBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y,
+                          const Tensor& snapshots) {
   const int64_t C = x.cols, n = x.rows, K = w.cols, H = K - 1;  // H: rows of carried history
   check(is_f32(x) && is_f32(state) && is_f32(w) && is_f32(y), "ssm_conv types must be f32");
   check(K >= 2 && w.rows == C && state.cols == C && state.rows == H && y.cols == C && y.rows == n,
@@ -115,6 +116,10 @@ void CpuBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w,
   check(y.data != x.data, "ssm_conv output must not alias its input");
   constexpr int64_t kMaxKernel = 16;
   check(K <= kMaxKernel, "ssm_conv kernel wider than 16");
+  // Slots of the state after rows 0 .. n_snap-1 (slot t: window rows t+1 .. t+H).
+  const int64_t n_snap = snapshots.empty() ? 0 : std::min(n, snapshots.rows / H);
+  if (!snapshots.empty())
+    check(is_f32(snapshots) && snapshots.cols == C && snapshots.rows % H == 0, "ssm_conv snapshots shape");
   // Row r of the window [state; x]: the K-1 carried inputs, then the chunk's inputs.
   auto window = [&](int64_t r) -> const float* { return r < H ? frow(state, r) : frow(x, r - H); };
   // Tasks are blocks of channels, so that each task reads its weights once and walks the
@@ -136,6 +141,11 @@ void CpuBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w,
         ssm_.fma_row(out, in, wt[i], nc);
       }
     }
+    for (int64_t t = 0; t < n_snap; ++t)
+      for (int64_t r = 0; r < H; ++r) {
+        const float* src = window(t + 1 + r) + c0;
+        std::copy(src, src + nc, frow(snapshots, t * H + r) + c0);
+      }
     // New state: window rows n .. n + H - 1. Rows still in the old state move up (read ahead
     // of the write, so in place is safe).
     for (int64_t r = 0; r < H; ++r) {
@@ -152,7 +162,8 @@ void CpuBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w,
 }
 
 void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                                  const Tensor& beta, const Tensor& state, float scale, const Tensor& out) {
+                                  const Tensor& beta, const Tensor& state, float scale, const Tensor& out,
+                                  const Tensor& snapshots) {
   const int64_t d = state.cols, n = v.rows;
   check(is_f32(q) && is_f32(k) && is_f32(v) && is_f32(g) && is_f32(beta) && is_f32(state) && is_f32(out),
         "gated_delta_rule types must be f32");
@@ -162,6 +173,11 @@ void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor
   check(q.rows == n && k.rows == n && g.rows == n && beta.rows == n && out.rows == n, "gated_delta_rule rows");
   check(g.cols == Hv && beta.cols == Hv && out.cols == Hv * d && state.rows == Hv * d, "gated_delta_rule shapes");
   check(state.stride == static_cast<size_t>(d) * sizeof(float), "gated_delta_rule state must be dense");
+  const int64_t n_snap = snapshots.empty() ? 0 : std::min(n, snapshots.rows / (Hv * d));
+  if (!snapshots.empty())
+    check(is_f32(snapshots) && snapshots.cols == d && snapshots.rows % (Hv * d) == 0 &&
+              snapshots.stride == state.stride,
+          "gated_delta_rule snapshots shape");
   // One task per value head: its d x d state stays in cache while the chunk's tokens run.
   auto head = [&](int64_t h, int) {
     const int64_t hk = h % Hk;
@@ -174,6 +190,7 @@ void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor
       const float b = frow(beta, t)[h];
       float* o = frow(out, t) + h * d;
       for (int64_t j = 0; j < d; ++j) o[j] = ssm_.delta_rule_row(S + j * d, kt, qt, decay, vt[j], b, d) * scale;
+      if (t < n_snap) std::copy(S, S + d * d, frow(snapshots, (t * Hv + h) * d));  // slot t, head h
     }
   };
   pool_.parallel_for(Hv, head);

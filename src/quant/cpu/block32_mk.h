@@ -18,31 +18,13 @@
 
 #include <cstdint>
 
+#include "quant/cpu/simd_avx2.h"
 #include "quant/formats_fp4.h"
 #include "quant/formats_legacy.h"
 
 namespace df::cpu::block32 {
 
 inline constexpr int kGroup = 32;
-
-template <class Ops>
-float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-template <class Ops>
-inline float half_to_float(uint16_t h) {
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
-
-// fp16 h converted and broadcast to 8 lanes (vpbroadcastw + vcvtph2ps)
-template <class Ops>
-inline __m256 half_to_float8(const uint16_t& h) {
-  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
-}
 
 // 16 packed nibbles -> 32 bytes: low nibbles (elements 0-15), then high (16-31).
 template <class Ops>
@@ -81,19 +63,19 @@ __m256i fp4_values(__m256i nib) {
 
 template <class Ops>
 struct PQ4_0 {
-  using Block = quant::BlockQ4_0;
+  using Block = df::BlockQ4_0;
   using ABlock = BlockQ8_0;
   static constexpr int kGroupsPerBlock = 1, kOffset = 8;
   static constexpr bool kMins = false, kPairs = false;
   static __m256i quants(const Block* w, int64_t g) { return nibbles<Ops>(w[g].qs); }
   static __m256 scale(const Block* w, int64_t g, __m256 da) {
-    return _mm256_mul_ps(half_to_float8<Ops>(w[g].d), da);
+    return _mm256_mul_ps(simd::fp16x8(w[g].d), da);
   }
 };
 
 template <class Ops>
 struct PQ5_0 {
-  using Block = quant::BlockQ5_0;
+  using Block = df::BlockQ5_0;
   using ABlock = BlockQ8_0;
   static constexpr int kGroupsPerBlock = 1, kOffset = 16;
   static constexpr bool kMins = false, kPairs = false;
@@ -101,41 +83,41 @@ struct PQ5_0 {
     return _mm256_or_si256(nibbles<Ops>(w[g].qs), fifth_bits<Ops>(w[g].qh));
   }
   static __m256 scale(const Block* w, int64_t g, __m256 da) {
-    return _mm256_mul_ps(half_to_float8<Ops>(w[g].d), da);
+    return _mm256_mul_ps(simd::fp16x8(w[g].d), da);
   }
 };
 
 template <class Ops>
 struct PQ4_1 {
-  using Block = quant::BlockQ4_1;
-  using ABlock = quant::BlockQ8_1;
+  using Block = df::BlockQ4_1;
+  using ABlock = df::BlockQ8_1;
   static constexpr int kGroupsPerBlock = 1, kOffset = 0;
   static constexpr bool kMins = true, kPairs = false;
   static __m256i quants(const Block* w, int64_t g) { return nibbles<Ops>(w[g].qs); }
   static __m256 scale(const Block* w, int64_t g, __m256 da) {
-    return _mm256_mul_ps(half_to_float8<Ops>(w[g].d), da);
+    return _mm256_mul_ps(simd::fp16x8(w[g].d), da);
   }
-  static float min(const Block* w, int64_t g) { return half_to_float<Ops>(w[g].m); }
+  static float min(const Block* w, int64_t g) { return simd::fp16(w[g].m); }
 };
 
 template <class Ops>
 struct PQ5_1 {
-  using Block = quant::BlockQ5_1;
-  using ABlock = quant::BlockQ8_1;
+  using Block = df::BlockQ5_1;
+  using ABlock = df::BlockQ8_1;
   static constexpr int kGroupsPerBlock = 1, kOffset = 0;
   static constexpr bool kMins = true, kPairs = false;
   static __m256i quants(const Block* w, int64_t g) {
     return _mm256_or_si256(nibbles<Ops>(w[g].qs), fifth_bits<Ops>(w[g].qh));
   }
   static __m256 scale(const Block* w, int64_t g, __m256 da) {
-    return _mm256_mul_ps(half_to_float8<Ops>(w[g].d), da);
+    return _mm256_mul_ps(simd::fp16x8(w[g].d), da);
   }
-  static float min(const Block* w, int64_t g) { return half_to_float<Ops>(w[g].m); }
+  static float min(const Block* w, int64_t g) { return simd::fp16(w[g].m); }
 };
 
 template <class Ops>
 struct PMxfp4 {
-  using Block = quant::BlockMxfp4;
+  using Block = df::BlockMxfp4;
   using ABlock = BlockQ8_0;
   static constexpr int kGroupsPerBlock = 1, kOffset = 12;
   static constexpr bool kMins = false, kPairs = true;
@@ -157,7 +139,7 @@ struct PMxfp4 {
 // (16 elements each: byte j of a sub-block holds elements j and j + 8).
 template <class Ops>
 struct PNvfp4 {
-  using Block = quant::BlockNvfp4;
+  using Block = df::BlockNvfp4;
   using ABlock = BlockQ8_0;
   static constexpr int kGroupsPerBlock = 2, kOffset = 12;
   static constexpr bool kMins = false, kPairs = false;
@@ -222,7 +204,7 @@ struct Mk {
       for (int c = 0; c < C; ++c) {
         aq[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[c][g].qs));
         if constexpr (P::kOffset != 0) corr[c] = Ops::dot4(off, aq[c]);
-        da[c] = half_to_float8<Ops>(a[c][g].d);
+        da[c] = simd::fp16x8(a[c][g].d);
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -233,14 +215,14 @@ struct Mk {
           if constexpr (P::kOffset != 0) isum = _mm256_sub_epi32(isum, corr[c]);
           acc[p][r][c] = _mm256_fmadd_ps(P::scale(w[r], g, da[c]), _mm256_cvtepi32_ps(isum), acc[p][r][c]);
           if constexpr (P::kMins)
-            summs[r][c] = __builtin_fmaf(P::min(w[r], g), half_to_float<Ops>(a[c][g].s), summs[r][c]);
+            summs[r][c] = __builtin_fmaf(P::min(w[r], g), simd::fp16(a[c][g].s), summs[r][c]);
         }
       }
     }
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) {
         const __m256 v = kAcc == 2 ? _mm256_add_ps(acc[0][r][c], acc[kAcc - 1][r][c]) : acc[0][r][c];
-        float s = hsum8<Ops>(v);
+        float s = simd::hsum(v);
         if constexpr (P::kMins) s += summs[r][c];
         if constexpr (P::kPairs) {
           if (ng_main < ng) {  // MXFP4's last odd block: scalar fma of the whole block sum
@@ -250,7 +232,7 @@ struct Mk {
             __m128i t = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
             t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
             t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-            const float scale = half_to_float<Ops>(a[c][g].d) * P::scale_w(w[r], g);
+            const float scale = simd::fp16(a[c][g].d) * P::scale_w(w[r], g);
             s = __builtin_fmaf(scale, static_cast<float>(_mm_cvtsi128_si32(t)), s);
           }
         }

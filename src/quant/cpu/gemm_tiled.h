@@ -51,6 +51,15 @@ void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
   static constexpr TileTable<MK> table =
       make_tile_table<MK>(std::make_integer_sequence<int, max_rows<MK>()>{});
   constexpr int kMaxRows = max_rows<MK>();
+  if constexpr (MK::kRowsDecode == 1) {
+    if (n_act == 1) {  // decode: one weight row after another, straight into the microkernel
+      for (int64_t i = i0; i < i1; ++i) {
+        const uint8_t* w = W + static_cast<size_t>(i) * w_stride;
+        MK::template tile<1, 1>(n, &w, &act, Y + i);
+      }
+      return;
+    }
+  }
   const int64_t rows_per_tile = n_act == 1 ? MK::kRowsDecode : MK::kRows;
   for (int64_t i = i0; i < i1; i += rows_per_tile) {
     const int R = static_cast<int>(i1 - i < rows_per_tile ? i1 - i : rows_per_tile);

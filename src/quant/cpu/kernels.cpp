@@ -1,12 +1,15 @@
-// Kernel selection (CPUID + XGETBV), activation formats, reference row conversions.
+// Kernel selection (CPUID + XGETBV), the registries of the ISAs with the one fallback rule,
+// activation formats, reference row conversions.
 #include "quant/cpu/kernels.h"
 
 #include <cpuid.h>
 
+#include <array>
+#include <initializer_list>
 #include <string>
 
 #include "common/error.h"
-#include "quant/cpu/kernels_isa.h"
+#include "quant/cpu/registry.h"
 #include "quant/formats.h"
 
 namespace df::quant {
@@ -77,6 +80,9 @@ GgmlType vec_dot_type(GgmlType w) {
 
 size_t act_row_bytes(GgmlType w, int64_t n) { return row_bytes(vec_dot_type(w), n); }
 
+namespace {
+
+// Throws df::Error unless n is a positive multiple of w's block size.
 void check_row_elems(GgmlType w, int64_t n) {
   const auto& ti = type_info(w);
   if (n <= 0 || n % ti.block_elems != 0)
@@ -84,14 +90,93 @@ void check_row_elems(GgmlType w, int64_t n) {
                 std::string(ti.name) + " block size " + std::to_string(ti.block_elems));
 }
 
+// The parts of each ISA's registry (registry.h), one per translation unit.
+struct IsaParts {
+  Isa isa;
+  std::initializer_list<const Registry*> parts;
+};
+const IsaParts kIsaParts[] = {
+    {Isa::SCALAR, {&kScalarPart}},
+    {Isa::AVX2, {&kFloatQ8Avx2Part, &kLegacyAvx2Part, &kKquantAvx2Part, &kLowbitAvx2Part}},
+    {Isa::AVX512, {&kFloatAvx512Part, &kLegacyAvx512Part, &kKquantAvx512Part, &kLowbitAvx512Part}},
+};
+constexpr int kNumIsas = 3;
+
+template <class Fn>
+void take(Fn& dst, Fn src, size_t s, Isa isa) {
+  if (!src) return;
+  if (dst) throw Error("two " + std::string(isa_name(isa)) + " kernels registered for type #" + std::to_string(s));
+  dst = src;
+}
+
+// By weight type: the quantiser of its activation format, its vec_dot and gemm, each from
+// the best ISA up to the row's that has it (the fallback rule: AVX-512 -> AVX2 -> scalar).
+using ByWeight = std::array<Registry, kNumIsas>;
+ByWeight resolve() {
+  std::array<Registry, kNumIsas> by_format{};
+  for (int i = 0; i < kNumIsas; ++i) {
+    Registry& r = by_format[i];
+    for (const Registry* part : kIsaParts[i].parts)
+      for (size_t s = 0; s < kTypeSlots; ++s) {
+        take(r[s].quantize, (*part)[s].quantize, s, kIsaParts[i].isa);
+        take(r[s].vec_dot, (*part)[s].vec_dot, s, kIsaParts[i].isa);
+        take(r[s].gemm, (*part)[s].gemm, s, kIsaParts[i].isa);
+      }
+    if (i > 0)
+      for (size_t s = 0; s < kTypeSlots; ++s) {
+        const FormatKernels& lower = by_format[i - 1][s];
+        if (!r[s].quantize) r[s].quantize = lower.quantize;
+        if (!r[s].vec_dot) r[s].vec_dot = lower.vec_dot;
+        if (!r[s].gemm) r[s].gemm = lower.gemm;
+      }
+  }
+  ByWeight out{};
+  for (int i = 0; i < kNumIsas; ++i)
+    quant::visit_all(quant::WeightFormats{}, [&]<class F>(F) {
+      const FormatKernels& w = by_format[i][slot(F::type)];
+      out[i][slot(F::type)] = {by_format[i][slot(F::Act::type)].quantize, w.vec_dot, w.gemm};
+    });
+  return out;
+}
+
+// The kernels of weight type w on ISA I; throws df::Error for a bad row size or a type
+// without kernels.
+template <Isa I>
+const FormatKernels& entry(GgmlType w, int64_t n) {
+  static const ByWeight table = resolve();
+  check_row_elems(w, n);
+  const size_t s = slot(w);
+  if (s >= kTypeSlots || !table[static_cast<int>(I)][s].vec_dot) quant::throw_unsupported_type(w);
+  return table[static_cast<int>(I)][s];
+}
+
+template <Isa I>
+void quantize_act(GgmlType w, const float* x, void* out, int64_t n) {
+  entry<I>(w, n).quantize(x, out, n);
+}
+template <Isa I>
+float vec_dot(GgmlType w, int64_t n, const void* w_row, const void* act_row) {
+  return entry<I>(w, n).vec_dot(n, w_row, act_row);
+}
+template <Isa I>
+void gemm(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
+          const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+  entry<I>(w, n).gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+}
+
+template <Isa I>
+constexpr Kernels kKernelsOf = {I, &quantize_act<I>, &vec_dot<I>, &gemm<I>};
+
+}  // namespace
+
 const Kernels& kernels(Isa isa) {
   if (static_cast<int>(isa) > static_cast<int>(best_isa()))
     throw Error("this CPU cannot run the " + std::string(isa_name(isa)) + " kernels (best: " +
                 std::string(isa_name(best_isa())) + ")");
   switch (isa) {
-    case Isa::SCALAR: return kKernelsScalar;
-    case Isa::AVX2: return kKernelsAvx2;
-    case Isa::AVX512: return kKernelsAvx512;
+    case Isa::SCALAR: return kKernelsOf<Isa::SCALAR>;
+    case Isa::AVX2: return kKernelsOf<Isa::AVX2>;
+    case Isa::AVX512: return kKernelsOf<Isa::AVX512>;
   }
   throw Error("bad ISA value");
 }

@@ -9,13 +9,20 @@
 // time from the CPU's features, or forced with an Isa value (flag --isa).
 //
 // Layout of the implementation:
-//   quant/format.h, formats*.h/.cpp   one struct per format: block type, reference code
-//   kernels_scalar.cpp                the scalar reference kernels
-//   kernels_avx2.cpp, kernels_avx512.cpp   SIMD kernels (Simd<Format> specialisations;
-//                                     a format without one falls back to scalar)
-//   gemm_tiled.h                      register-tiled driver shared by the SIMD kernels
-//   kernels_ext.cpp, lowbit_avx2.cpp, lowbit_avx512.cpp   the IQ / TQ / Q1_0 / Q2_0 family
-//                                     (FormatKernels tables, kernels_isa.h)
+//   quant/blocks.h                    the block structs (shared with the CUDA kernels)
+//   quant/format.h, formats*.h/.cpp   one struct per format: block type, reference code;
+//                                     formats.h lists them all (WeightFormats, ActFormats)
+//   quant/ggml_lanes.h                ggml's f32 order, emulated by the reference dots
+//   quant/dot_math.h                  the plain mathematical dot (f64 on dequantised rows)
+//   registry.h                        how kernels plug in: per ISA translation unit a
+//                                     Simd<Format> template, a registry generated from the
+//                                     format lists; the fallback rule in kernels.cpp
+//   kernels_scalar.cpp                the scalar reference kernels (every format)
+//   kernels_<isa>.cpp                 F32 F16 BF16 Q8_0 and the activation quantisers
+//   legacy_<isa>.cpp, block32_mk.h    Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 NVFP4
+//   kquant_<isa>.cpp, kquant_mk.h     Q2_K .. Q6_K
+//   lowbit_<isa>.cpp                  IQ*, TQ1_0, TQ2_0, Q1_0, Q2_0
+//   gemm_tiled.h, simd_avx2.h         the register-tiled driver; shared AVX2 helpers
 // Numerics (what each weight type computes) are documented in formats_float.h,
 // formats_q8.h and at the top of each ISA file. quantize_act is bit exact with ggml-cpu's
 // from_float on x86 for every ISA; gemm/vec_dot differ from ggml only in f32 summation

@@ -2,20 +2,16 @@
 // checked the CPU and OS (kernels.cpp).
 //
 // Numerics per weight type (reference: formats_*.h):
-//   F32 / F16 / BF16 : both sides widened to f32 (exact), f32 FMA in 8 lanes.
-//   Q8_0             : as ggml's AVX2 ggml_vec_dot_q8_0_q8_0: |w| (unsigned) times a with w's
-//                      sign (vpsignb), vpmaddubsw + vpmaddwd into exact int32 lane sums,
-//                      converted and FMA'd with fp16(dw)*fp16(da) into f32 lanes. vpmaddubsw
-//                      cannot saturate here: |w| <= 128, |a| <= 127 (quantize_act never
-//                      produces -128), so a pair sum is at most 2*128*127 = 32512.
+//   F32 / F16 / BF16 : both sides widened to f32 (exact), f32 FMA in 8 lanes, four
+//                      accumulator sets per output (see MkFloat::tile).
+//   Q8_0             : q8_0_mk.h.
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "quant/cpu/family_kernels.h"
-#include "quant/cpu/gemm_tiled.h"
-#include "quant/cpu/kernels_isa.h"
-#include "quant/formats.h"
+#include "quant/cpu/q8_0_mk.h"
+#include "quant/cpu/registry.h"
+#include "quant/cpu/simd_avx2.h"
 
 namespace df::cpu {
 namespace {
@@ -24,13 +20,9 @@ using quant::FormatBF16;
 using quant::FormatF16;
 using quant::FormatF32;
 using quant::FormatQ8_0;
+using simd::hsum;
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+struct Tag {};  // internal linkage for the shared microkernels (q8_0_mk.h)
 
 // ---------------- F32 / F16 / BF16 ----------------
 
@@ -60,11 +52,6 @@ __m256 load_tail(const typename E::Block* p, int64_t m) {
   return E::load(buf);
 }
 
-// Independent accumulator sets for a tile of R x C outputs, so that small tiles (decode
-// uses 1 x 1) still have ~4 FMA chains in flight.
-template <int R, int C>
-constexpr int kUnroll = R * C >= 4 ? 1 : 4 / (R * C);
-
 template <class E, int Rows, int Cols, int RowsDecode>
 struct MkFloat {
   static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
@@ -84,10 +71,16 @@ struct MkFloat {
     }
   }
 
+  // Four accumulator sets per output, whatever the tile (issue 15: a row computed in a tile
+  // of several gives the bits of the row alone): set u takes the steps u, u + 4, u + 8, ...
+  // of the main part, set 0 also the rest; then ((s0 + s1) + s2) + s3. Small tiles
+  // (decode: 1 x 1) interleave the four chains; large ones make one pass per set over each
+  // chunk of k, so that they need one accumulator per output in registers.
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     using B = typename E::Block;
-    constexpr int U = kUnroll<R, C>;
+    constexpr int U = 4;
+    constexpr int64_t S = 8;
     const B* w[R];
     const B* a[C];
     for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
@@ -99,78 +92,29 @@ struct MkFloat {
       for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) acc[u][r][c] = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + U * 8 <= n; k += U * 8)
+    const int64_t main_end = n / (U * S) * (U * S);
+    if constexpr (U * R * C <= 8) {
+      for (int64_t k = 0; k < main_end; k += U * S)
 #pragma GCC unroll 4
-      for (int u = 0; u < U; ++u) step<R, C, false>(w, a, k + u * 8, 0, acc[u]);
-    for (; k + 8 <= n; k += 8) step<R, C, false>(w, a, k, 0, acc[0]);
+        for (int u = 0; u < U; ++u) step<R, C, false>(w, a, k + u * S, 0, acc[u]);
+    } else {  // chunks of 16 steps per set, which stay in L1 / L2 over the four passes
+      constexpr int64_t kChunk = 16 * U * S;
+      for (int64_t k0 = 0; k0 < main_end; k0 += kChunk) {
+        const int64_t k1 = k0 + kChunk < main_end ? k0 + kChunk : main_end;
+#pragma GCC unroll 1
+        for (int u = 0; u < U; ++u) {
+          __m256 cur[R][C];
+          for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) cur[r][c] = acc[u][r][c];
+          for (int64_t k = k0 + u * S; k < k1; k += U * S) step<R, C, false>(w, a, k, 0, cur);
+          for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) acc[u][r][c] = cur[r][c];
+        }
+      }
+    }
+    int64_t k = main_end;
+    for (; k + S <= n; k += S) step<R, C, false>(w, a, k, 0, acc[0]);
     if (k < n) step<R, C, true>(w, a, k, n - k, acc[0]);
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) {
-        __m256 s = acc[0][r][c];
-        for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][r][c]);
-        out[r * C + c] = hsum(s);
-      }
-  }
-};
-
-// ---------------- Q8_0 ----------------
-
-template <int RowsDecode>
-struct MkQ8_0 {
-  static constexpr int kRows = 4, kCols = 2, kRowsDecode = RowsDecode;
-  using Block = BlockQ8_0;
-
-  static __m256i quants(const Block& b) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-  }
-  static __m256 scale(const Block& b) { return _mm256_set1_ps(_cvtsh_ss(b.d)); }
-
-  // acc[r][c] += fp16(dw) * fp16(da) * (lane sums of w[r][b] . a[c][b])
-  template <int R, int C>
-  static void step(const Block* const* w, const Block* const* a, int64_t b, __m256 (&acc)[R][C]) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i wq[R], wabs[R];
-    __m256 wd[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      wq[r] = quants(w[r][b]);
-      wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
-      wd[r] = scale(w[r][b]);
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const __m256i aq = quants(a[c][b]);
-      const __m256 ad = scale(a[c][b]);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m256i p16 = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(aq, wq[r]));
-        const __m256i p32 = _mm256_madd_epi16(p16, ones);
-        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(wd[r], ad), acc[r][c]);
-      }
-    }
-  }
-
-  template <int R, int C>
-  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
-    constexpr int U = kUnroll<R, C> > 2 ? 2 : kUnroll<R, C>;
-    const Block* w[R];
-    const Block* a[C];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp[r]);
-    for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const Block*>(ap[c]);
-    __m256 acc[U][R][C];
-#pragma GCC unroll 8
-    for (int u = 0; u < U; ++u)
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[u][r][c] = _mm256_setzero_ps();
-    const int64_t nb = n / kQK8_0;
-    int64_t b = 0;
-    for (; b + U <= nb; b += U)
-#pragma GCC unroll 2
-      for (int u = 0; u < U; ++u) step<R, C>(w, a, b + u, acc[u]);
-    for (; b < nb; ++b) step<R, C>(w, a, b, acc[0]);
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) {
         __m256 s = acc[0][r][c];
@@ -182,7 +126,8 @@ struct MkQ8_0 {
 
 // ---------------- activation quantisers (bit exact with the formats' quantize_act) ----------------
 
-void quantize_act_f16(const float* x, uint16_t* y, int64_t n) {
+void quantize_act_f16(const float* x, void* out, int64_t n) {
+  uint16_t* y = static_cast<uint16_t*>(out);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
@@ -203,7 +148,8 @@ __m256i bf16_round(__m256i u) {
   return _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, _mm256_set1_epi32(64)), nan);
 }
 
-void quantize_act_bf16(const float* x, uint16_t* y, int64_t n) {
+void quantize_act_bf16(const float* x, void* out, int64_t n) {
+  uint16_t* y = static_cast<uint16_t*>(out);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i lo = bf16_round(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
@@ -248,103 +194,34 @@ void quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
-// ---------------- per-format registry ----------------
+// ---------------- this file's part of the AVX2 registry (registry.h) ----------------
 
-// Simd<F>: this ISA's kernels for weight format F; formats without a specialisation use
-// the scalar kernels. Tiles: 4 weight rows x 2 activation rows for prefill (16 ymm
-// registers); decode walks one weight row at a time (see kernels_avx512.cpp).
+// Tiles: 4 weight rows x 2 activation rows for prefill (16 ymm registers); decode walks one
+// weight row at a time (see kernels_avx512.cpp).
+// The float formats are their own activation formats: microkernel over elements E,
+// activation quantiser Q.
+template <class E, void (*Q)(const float*, void*, int64_t)>
+struct FloatSimd {
+  using Mk = MkFloat<E, 4, 2, 1>;
+  static void quantize(const float* x, void* y, int64_t n) { Q(x, y, n); }
+};
+void copy_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
+
 template <class F>
-struct Simd;
-template <>
-struct Simd<FormatF32> {
-  using Mk = MkFloat<ElemF32, 4, 2, 1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
-  }
-};
-template <>
-struct Simd<FormatF16> {
-  using Mk = MkFloat<ElemF16, 4, 2, 1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    quantize_act_f16(x, static_cast<uint16_t*>(y), n);
-  }
-};
-template <>
-struct Simd<FormatBF16> {
-  using Mk = MkFloat<ElemBF16, 4, 2, 1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
-    quantize_act_bf16(x, static_cast<uint16_t*>(y), n);
-  }
-};
+struct Simd {};
+template <> struct Simd<FormatF32> : FloatSimd<ElemF32, &copy_f32> {};
+template <> struct Simd<FormatF16> : FloatSimd<ElemF16, &quantize_act_f16> {};
+template <> struct Simd<FormatBF16> : FloatSimd<ElemBF16, &quantize_act_bf16> {};
 template <>
 struct Simd<FormatQ8_0> {
-  using Mk = MkQ8_0<1>;
-  static void quantize_act(const float* x, void* y, int64_t n) {
+  using Mk = q8::MkQ8_0<Tag, 4, 2>;
+  static void quantize(const float* x, void* y, int64_t n) {
     quantize_act_q8_0(x, static_cast<BlockQ8_0*>(y), n / kQK8_0);
   }
 };
 
-// Format families with their own translation units (family_kernels.h).
-template <class F>
-  requires kLegacyFamily<F>
-struct Simd<F> : LegacyAvx2<F> {};
-template <class F>
-  requires kKquantFamily<F>
-struct Simd<F> : KquantAvx2<F> {};
-
-template <class F>
-concept HasSimd = requires { typename Simd<F>::Mk; };
-template <class F>
-concept HasFamily = kLegacyFamily<F> || kKquantFamily<F>;
-
-void quantize_act(GgmlType w, const float* x, void* out, int64_t n) {
-  check_row_elems(w, n);
-  quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F> || HasFamily<F>)
-      Simd<F>::quantize_act(x, out, n);
-    else if (const FormatKernels* k = ext_kernels(Isa::AVX2, w))
-      k->quantize_act(x, out, n);
-    else
-      kKernelsScalar.quantize_act(w, x, out, n);
-  });
-}
-
-float vec_dot(GgmlType w, int64_t n, const void* w_row, const void* act_row) {
-  check_row_elems(w, n);
-  return quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F>) {
-      const uint8_t* wp = static_cast<const uint8_t*>(w_row);
-      const uint8_t* ap = static_cast<const uint8_t*>(act_row);
-      float out;
-      Simd<F>::Mk::template tile<1, 1>(n, &wp, &ap, &out);
-      return out;
-    } else if constexpr (HasFamily<F>) {
-      return Simd<F>::vec_dot(n, w_row, act_row);
-    } else if (const FormatKernels* k = ext_kernels(Isa::AVX2, w)) {
-      return k->vec_dot(n, w_row, act_row);
-    } else {
-      return kKernelsScalar.vec_dot(w, n, w_row, act_row);
-    }
-  });
-}
-
-void gemm(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
-          const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-  check_row_elems(w, n);
-  quant::visit_format(quant::WeightFormats{}, w, [&]<class F>(F) {
-    if constexpr (HasSimd<F>)
-      tiled::gemm<typename Simd<F>::Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else if constexpr (HasFamily<F>)
-      Simd<F>::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else if (const FormatKernels* k = ext_kernels(Isa::AVX2, w))
-      k->gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-    else
-      kKernelsScalar.gemm(w, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-  });
-}
-
 }  // namespace
 
-const Kernels kKernelsAvx2 = {Isa::AVX2, &quantize_act, &vec_dot, &gemm};
+constinit const Registry kFloatQ8Avx2Part = make_registry<Simd>();
 
 }  // namespace df::cpu

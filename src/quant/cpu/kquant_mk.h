@@ -19,28 +19,16 @@
 #include <cstring>
 #include <type_traits>
 
+#include "quant/cpu/simd_avx2.h"
 #include "quant/formats_kquant.h"
 
 namespace df::cpu::kquant {
 
-using quant::BlockQ2_K;
-using quant::BlockQ3_K;
-using quant::BlockQ4_K;
-using quant::BlockQ5_K;
-using quant::BlockQ6_K;
-
-template <class Ops>
-inline float half_to_float(uint16_t h) {
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
-
-template <class Ops>
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using df::BlockQ2_K;
+using df::BlockQ3_K;
+using df::BlockQ4_K;
+using df::BlockQ5_K;
+using df::BlockQ6_K;
 
 // Scale vectors. A super-block's scales are kept as 16 bytes in both 128-bit halves of a
 // ymm; s16 for group v (elements 32v .. 32v+31) is one vpshufb away:
@@ -197,7 +185,7 @@ template <class Ops, template <class> class Policy, int Rows, int Cols, int Rows
 struct Mk {
   using P = Policy<Ops>;
   using WB = typename P::Block;
-  using AB = quant::BlockQ8_K;
+  using AB = df::BlockQ8_K;
   static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
   static constexpr bool kQ2 = std::is_same_v<WB, BlockQ2_K>, kQ4 = std::is_same_v<WB, BlockQ4_K>,
                         kQ5 = std::is_same_v<WB, BlockQ5_K>, kQ6 = std::is_same_v<WB, BlockQ6_K>;
@@ -220,7 +208,7 @@ struct Mk {
         summs[r][c] = 0.0f;
       }
     const __m256i offset = _mm256_set1_epi8(static_cast<char>(P::kOffset));
-    const int64_t nb = n / quant::kQK_K;
+    const int64_t nb = n / df::kQK_K;
     for (int64_t b = 0; b < nb; ++b) {
       __m256i sumi[U][R][C];
 #pragma GCC unroll 2
@@ -253,7 +241,7 @@ struct Mk {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const WB& wb = w[r][b];
-        const float dw = half_to_float<Ops>(wb.d);
+        const float dw = simd::fp16(wb.d);
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
           const AB& ab = a[c][b];
@@ -262,7 +250,7 @@ struct Mk {
           const float d = ab.d * dw;
           const __m256i bsums = load256<Ops>(ab.bsums);
           if constexpr (kQ2) {
-            const float dmin = -ab.d * half_to_float<Ops>(wb.dmin);
+            const float dmin = -ab.d * simd::fp16(wb.dmin);
             const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(
                 _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)), 4), _mm_set1_epi8(0x0f)));
             acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bsums)),
@@ -274,7 +262,7 @@ struct Mk {
           }
           acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(si), acc[r][c]);
           if constexpr (kQ4 || kQ5) {
-            const float dmin = -ab.d * half_to_float<Ops>(wb.dmin);
+            const float dmin = -ab.d * simd::fp16(wb.dmin);
             // bsum pairs per 32-element sub-block: hadd(bsums[0..7], bsums[8..15])
             const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
             const __m128i prod = _mm_madd_epi16(scales[r].mins16(), q8s);
@@ -291,7 +279,7 @@ struct Mk {
     }
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) {
-        float s = hsum8<Ops>(acc[r][c]);
+        float s = simd::hsum(acc[r][c]);
         if constexpr (kQ4) {
           __m128 m = _mm_add_ps(acc_m[r][c], _mm_movehl_ps(acc_m[r][c], acc_m[r][c]));
           m = _mm_add_ss(m, _mm_movehdup_ps(m));

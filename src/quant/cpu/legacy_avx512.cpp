@@ -1,11 +1,19 @@
 // AVX-512 (VNNI) kernels of Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 NVFP4: block32_mk.h with vpdpbusd for
-// the lane sums. Bit-identical to the scalar reference and to ggml's vec_dot.
+// the lane sums, and a packed 512-bit GEMM for several activation rows (Q4_0, Q5_0, NVFP4).
+// Bit-identical to the scalar reference and to ggml's vec_dot.
 #include <immintrin.h>
 
+#include <array>
+#include <utility>
+#include <vector>
+
+// GCC 12's AVX-512 intrinsics trip -Wuninitialized through _mm512_undefined_* (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "quant/cpu/block32_mk.h"
-#include "quant/cpu/family_kernels.h"
-#include "quant/cpu/gemm_tiled.h"
-#include "quant/cpu/kernels_isa.h"
+#include "quant/cpu/registry.h"
+#include "quant/cpu/simd_avx2.h"
 
 namespace df::cpu {
 namespace {
@@ -14,43 +22,163 @@ struct Ops {
   static __m256i dot4(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 };
 
+
+// ---------------- VNNI GEMM over packed tiles (Q4_0, Q5_0, NVFP4) ----------------
+
+// Several activation rows: the formats with one accumulator per output (no mins, no MXFP4
+// accumulator pairs) put two activation rows side by side in a 512-bit vector, lanes 0-7
+// for row c and 8-15 for row c + 1, against the same weight group in both halves. Each
+// half follows block32::Mk's order exactly (per 32-element group: the exact int32 lane
+// sums, acc = fma(scale_w * scale_a, float(isum), acc); then hsum_float_8), so a row gets
+// the bits of the one-row kernel (tests/unit/test_kernels_batch.cpp). Weight groups are
+// unpacked once per tile of 4 rows (unsigned quants and their f32 scale vector, the latter
+// P::scale with an activation scale of 1: exact), activation rows once per call, in pairs,
+// with -offset * (lane sums) as the accumulator's start.
+namespace vnni {
+
+constexpr int kRows = 4, kColPairs = 4;  // tile: 4 weight rows x 8 activation rows
+
+struct APair {   // one pair of activation rows, one group
+  __m512i q;     // quants of row c | row c + 1
+  __m512i ncorr; // -offset * lane sums
+  __m512 d;      // scales
+};
+struct WGroup {  // one weight row's group, in both halves
+  __m512i u;     // unsigned quants
+  __m512 d;      // scale vector (P::scale at activation scale 1)
+};
+
+template <class P>
+void pack_act(const BlockQ8_0* a0, const BlockQ8_0* a1, int64_t ng, APair* out) {
+  const __m512i off = _mm512_set1_epi8(static_cast<char>(P::kOffset));
+  for (int64_t g = 0; g < ng; ++g) {
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0[g].qs));
+    const __m256i q1 = a1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a1[g].qs)) : _mm256_setzero_si256();
+    out[g].q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+    out[g].ncorr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, out[g].q));
+    const __m256 d1 = a1 ? simd::fp16x8(a1[g].d) : _mm256_setzero_ps();
+    out[g].d = _mm512_insertf32x8(_mm512_castps256_ps512(simd::fp16x8(a0[g].d)), d1, 1);
+  }
+}
+
+template <class P>
+void pack_weights(const typename P::Block* w, int64_t ng, WGroup* out) {
+  for (int64_t g = 0; g < ng; ++g) {
+    const __m256i u = P::quants(w, g);
+    out[g].u = _mm512_inserti64x4(_mm512_castsi256_si512(u), u, 1);
+    const __m256 d = P::scale(w, g, _mm256_set1_ps(1.0f));
+    out[g].d = _mm512_insertf32x8(_mm512_castps256_ps512(d), d, 1);
+  }
+}
+
+template <int R, int CP>
+void tile(int64_t ng, const WGroup* const* w, const APair* const* a, float* out /*[R][2 CP]*/) {
+  __m512 acc[R][CP];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < CP; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    __m512i u[R];
+    __m512 wd[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      u[r] = w[r][g].u;
+      wd[r] = w[r][g].d;
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < CP; ++c) {
+      const APair& ap = a[c][g];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512i isum = _mm512_dpbusd_epi32(ap.ncorr, u[r], ap.q);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(wd[r], ap.d), _mm512_cvtepi32_ps(isum), acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < CP; ++c) {
+      out[r * 2 * CP + 2 * c] = simd::hsum(_mm512_castps512_ps256(acc[r][c]));
+      out[r * 2 * CP + 2 * c + 1] = simd::hsum(_mm512_extractf32x8_ps(acc[r][c], 1));
+    }
+}
+
+using TileFn = void (*)(int64_t, const WGroup* const*, const APair* const*, float*);
+template <int... Rs, int... Cs>
+constexpr std::array<std::array<TileFn, kColPairs>, kRows> make_table(std::integer_sequence<int, Rs...>,
+                                                                        std::integer_sequence<int, Cs...>) {
+  std::array<std::array<TileFn, kColPairs>, kRows> t{};
+  auto row = [&]<int R>(std::integral_constant<int, R>) { ((t[R][Cs] = &tile<R + 1, Cs + 1>), ...); };
+  (row(std::integral_constant<int, Rs>{}), ...);
+  return t;
+}
+constexpr auto kTiles = make_table(std::make_integer_sequence<int, kRows>{}, std::make_integer_sequence<int, kColPairs>{});
+
+struct Scratch {  // per thread, grown, never shrunk
+  std::vector<APair> act;
+  std::vector<WGroup> weights;
+};
+
+template <class P>
+void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
+          size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+  thread_local Scratch s;
+  const int64_t ng = n / block32::kGroup, n_pairs = (n_act + 1) / 2;
+  if (s.act.size() < static_cast<size_t>(n_pairs * ng)) s.act.resize(static_cast<size_t>(n_pairs * ng));
+  if (s.weights.size() < static_cast<size_t>(kRows * ng)) s.weights.resize(static_cast<size_t>(kRows * ng));
+  auto act_row = [&](int64_t c) { return reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(c) * act_stride); };
+  for (int64_t p = 0; p < n_pairs; ++p)
+    pack_act<P>(act_row(2 * p), 2 * p + 1 < n_act ? act_row(2 * p + 1) : nullptr, ng, s.act.data() + p * ng);
+  for (int64_t i = i0; i < i1; i += kRows) {
+    const int R = static_cast<int>(i1 - i < kRows ? i1 - i : kRows);
+    const WGroup* w[kRows];
+    for (int r = 0; r < R; ++r) {
+      pack_weights<P>(reinterpret_cast<const typename P::Block*>(W + static_cast<size_t>(i + r) * w_stride), ng,
+                      s.weights.data() + r * ng);
+      w[r] = s.weights.data() + r * ng;
+    }
+    for (int64_t p0 = 0; p0 < n_pairs; p0 += kColPairs) {
+      const int CP = static_cast<int>(n_pairs - p0 < kColPairs ? n_pairs - p0 : kColPairs);
+      const APair* a[kColPairs];
+      for (int c = 0; c < CP; ++c) a[c] = s.act.data() + (p0 + c) * ng;
+      float out[kRows * 2 * kColPairs];
+      kTiles[R - 1][CP - 1](ng, w, a, out);
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < 2 * CP && 2 * p0 + c < n_act; ++c) Y[(2 * p0 + c) * ldy + i + r] = out[r * 2 * CP + c];
+    }
+  }
+}
+
+}  // namespace vnni
+
+// Weight formats with the block32 microkernel; with the packed VNNI GEMM from 4 activation
+// rows on where the format allows it (one accumulator per output).
+template <template <class> class Policy>
+struct Block32Simd {
+  using P = Policy<Ops>;
+  using Mk = block32::Mk<Ops, Policy, 4, 4, 1>;
+  static constexpr bool kVnni = !P::kMins && !P::kPairs;
+  static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
+                   size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+    if (kVnni && n_act >= 4)
+      vnni::gemm<P>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+    else
+      tiled::gemm<Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+  }
+};
+
+// This file's part of the registry (registry.h); activations use the registry's quantisers.
 template <class F>
-struct MkOf;
-template <> struct MkOf<quant::FormatQ4_0> { using T = block32::Mk<Ops, block32::PQ4_0, 4, 4, 1>; };
-template <> struct MkOf<quant::FormatQ4_1> { using T = block32::Mk<Ops, block32::PQ4_1, 4, 4, 1>; };
-template <> struct MkOf<quant::FormatQ5_0> { using T = block32::Mk<Ops, block32::PQ5_0, 4, 4, 1>; };
-template <> struct MkOf<quant::FormatQ5_1> { using T = block32::Mk<Ops, block32::PQ5_1, 4, 4, 1>; };
-template <> struct MkOf<quant::FormatMxfp4> { using T = block32::Mk<Ops, block32::PMxfp4, 4, 4, 1>; };
-template <> struct MkOf<quant::FormatNvfp4> { using T = block32::Mk<Ops, block32::PNvfp4, 4, 4, 1>; };
+struct Simd {};
+template <> struct Simd<quant::FormatQ4_0> : Block32Simd<block32::PQ4_0> {};
+template <> struct Simd<quant::FormatQ4_1> : Block32Simd<block32::PQ4_1> {};
+template <> struct Simd<quant::FormatQ5_0> : Block32Simd<block32::PQ5_0> {};
+template <> struct Simd<quant::FormatQ5_1> : Block32Simd<block32::PQ5_1> {};
+template <> struct Simd<quant::FormatMxfp4> : Block32Simd<block32::PMxfp4> {};
+template <> struct Simd<quant::FormatNvfp4> : Block32Simd<block32::PNvfp4> {};
 
 }  // namespace
 
-template <class F>
-void LegacyAvx512<F>::quantize_act(const float* x, void* out, int64_t n) {
-  using A = typename F::Act;
-  A::quantize_act(x, static_cast<typename A::Block*>(out), n / A::block_elems);
-}
-
-template <class F>
-float LegacyAvx512<F>::vec_dot(int64_t n, const void* w_row, const void* act_row) {
-  const uint8_t* wp = static_cast<const uint8_t*>(w_row);
-  const uint8_t* ap = static_cast<const uint8_t*>(act_row);
-  float out;
-  MkOf<F>::T::template tile<1, 1>(n, &wp, &ap, &out);
-  return out;
-}
-
-template <class F>
-void LegacyAvx512<F>::gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
-                           const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-  tiled::gemm<typename MkOf<F>::T>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-}
-
-template struct LegacyAvx512<quant::FormatQ4_0>;
-template struct LegacyAvx512<quant::FormatQ4_1>;
-template struct LegacyAvx512<quant::FormatQ5_0>;
-template struct LegacyAvx512<quant::FormatQ5_1>;
-template struct LegacyAvx512<quant::FormatMxfp4>;
-template struct LegacyAvx512<quant::FormatNvfp4>;
+constinit const Registry kLegacyAvx512Part = make_registry<Simd>();
 
 }  // namespace df::cpu

@@ -15,15 +15,14 @@
 #include <cmath>
 #include <cstring>
 
-#include "quant/cpu/gemm_tiled.h"
-#include "quant/cpu/kernels_isa.h"
-#include "quant/formats.h"
+#include "quant/cpu/registry.h"
+#include "quant/cpu/simd_avx2.h"
 #include "quant/iq_tables.h"
 
 namespace df::cpu {
 namespace {
 
-using quant::BlockQ8_K;
+using df::BlockQ8_K;
 using quant::kIq1sGrid;
 using quant::kIq2sGrid;
 using quant::kIq2xsGrid;
@@ -32,29 +31,13 @@ using quant::kIq2xxsGrid;
 using quant::kIq3sGrid;
 using quant::kIq3xxsGrid;
 using quant::kIq4nlValues;
-using quant::kQK_K;
+using df::kQK_K;
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline int32_t hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-inline uint32_t load_u32(const void* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-inline float fp16(uint16_t h) { return _cvtsh_ss(h); }
+using simd::fp16;
+using simd::hsum;
+using simd::hsum_i32;
+using simd::load_u32;
+using simd::load_u64;
 
 // 32 sign bits (bit j: element j negative) as +1 / -1 bytes.
 inline __m256i bits_to_pm1(uint32_t bits) {
@@ -100,11 +83,6 @@ inline __m128i odd_nibble_scales(uint64_t bytes) {
   const __m128i m4 = _mm_set1_epi8(0x0f);
   const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
   return _mm_add_epi8(_mm_add_epi8(n, n), _mm_set1_epi8(1));
-}
-inline uint64_t load_u64(const void* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
 }
 // 4 grid rows of 8 bytes from 4 16-bit indices packed in a uint64.
 inline __m256i grid4(const uint64_t* t, uint64_t idx4) {
@@ -345,7 +323,7 @@ template <class Dec>
 concept HasShiftSum = requires(const typename Dec::Pro& p, const BlockQ8_K& a) { Dec::shift_sum(p, a); };
 
 // Microkernel over one weight row (decoded once per block) and up to kCols activation rows.
-// f32 order as ggml's AVX2 vec_dot (lowbit_lanes.h): acc = fma(d, float(lanes), acc) per
+// f32 order as ggml's AVX2 vec_dot (ggml_lanes.h): acc = fma(d, float(lanes), acc) per
 // block, kFinal * hsum; the IQ1 shift added last as fma(0.125, shift, hsum).
 template <class Dec>
 struct MkIqK {
@@ -645,77 +623,27 @@ struct MkQ1Q2 {
   }
 };
 
-// ---------------- registry ----------------
+// ---------------- this file's part of the AVX2 registry (registry.h) ----------------
+// Activations (Q8_K, Q8_0) use the registry's quantisers.
 
-template <class Mk>
-float vec_dot_mk(int64_t n, const void* w_row, const void* act_row) {
-  const uint8_t* wp = static_cast<const uint8_t*>(w_row);
-  const uint8_t* ap = static_cast<const uint8_t*>(act_row);
-  float out;
-  Mk::template tile<1, 1>(n, &wp, &ap, &out);
-  return out;
-}
-
-// Decode (one activation row) walks the weight rows directly; prefill goes through the
-// tiled driver (weights decoded once per tile of activation rows).
-template <class Mk>
-void gemm_mk(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
-             size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-  if (n_act == 1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const uint8_t* w = W + static_cast<size_t>(i) * w_stride;
-      Mk::template tile<1, 1>(n, &w, &act, Y + i);
-    }
-    return;
-  }
-  tiled::gemm<Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-}
-
-void quantize_act_q8_k(const float* x, void* out, int64_t n) {
-  quant::FormatQ8_K::quantize_act(x, static_cast<BlockQ8_K*>(out), n / kQK_K);
-}
-
-// Q8_0 activations: the AVX2 quantiser of kernels_avx2.cpp, through the public table.
-void quantize_act_q8_0(const float* x, void* out, int64_t n) { kKernelsAvx2.quantize_act(GgmlType::Q8_0, x, out, n); }
-
-template <class Mk, bool kQ8K>
-constexpr FormatKernels make() {
-  return {kQ8K ? &quantize_act_q8_k : &quantize_act_q8_0, &vec_dot_mk<Mk>, &gemm_mk<Mk>};
-}
-
-constexpr FormatKernels kIq2xxs = make<MkIqK<DecIQ2_XXS>, true>();
-constexpr FormatKernels kIq2xs = make<MkIqK<DecIQ2_XS>, true>();
-constexpr FormatKernels kIq2s = make<MkIqK<DecIQ2_S>, true>();
-constexpr FormatKernels kIq3xxs = make<MkIqK<DecIQ3_XXS>, true>();
-constexpr FormatKernels kIq3s = make<MkIqK<DecIQ3_S>, true>();
-constexpr FormatKernels kIq1s = make<MkIqK<DecIQ1_S>, true>();
-constexpr FormatKernels kIq1m = make<MkIqK<DecIQ1_M>, true>();
-constexpr FormatKernels kIq4xs = make<MkIqK<DecIQ4_XS>, true>();
-constexpr FormatKernels kIq4nl = make<MkIq4Nl, false>();
-constexpr FormatKernels kTq1 = make<MkTq<DecTQ1_0>, true>();
-constexpr FormatKernels kTq2 = make<MkTq<DecTQ2_0>, true>();
-constexpr FormatKernels kQ1 = make<MkQ1Q2<true>, false>();
-constexpr FormatKernels kQ2 = make<MkQ1Q2<false>, false>();
+template <class F>
+struct Simd {};
+template <> struct Simd<quant::FormatIQ2_XXS> { using Mk = MkIqK<DecIQ2_XXS>; };
+template <> struct Simd<quant::FormatIQ2_XS> { using Mk = MkIqK<DecIQ2_XS>; };
+template <> struct Simd<quant::FormatIQ2_S> { using Mk = MkIqK<DecIQ2_S>; };
+template <> struct Simd<quant::FormatIQ3_XXS> { using Mk = MkIqK<DecIQ3_XXS>; };
+template <> struct Simd<quant::FormatIQ3_S> { using Mk = MkIqK<DecIQ3_S>; };
+template <> struct Simd<quant::FormatIQ1_S> { using Mk = MkIqK<DecIQ1_S>; };
+template <> struct Simd<quant::FormatIQ1_M> { using Mk = MkIqK<DecIQ1_M>; };
+template <> struct Simd<quant::FormatIQ4_XS> { using Mk = MkIqK<DecIQ4_XS>; };
+template <> struct Simd<quant::FormatIQ4_NL> { using Mk = MkIq4Nl; };
+template <> struct Simd<quant::FormatTQ1_0> { using Mk = MkTq<DecTQ1_0>; };
+template <> struct Simd<quant::FormatTQ2_0> { using Mk = MkTq<DecTQ2_0>; };
+template <> struct Simd<quant::FormatQ1_0> { using Mk = MkQ1Q2<true>; };
+template <> struct Simd<quant::FormatQ2_0> { using Mk = MkQ1Q2<false>; };
 
 }  // namespace
 
-const FormatKernels* lowbit_kernels_avx2(GgmlType w) {
-  switch (w) {
-    case GgmlType::IQ2_XXS: return &kIq2xxs;
-    case GgmlType::IQ2_XS: return &kIq2xs;
-    case GgmlType::IQ2_S: return &kIq2s;
-    case GgmlType::IQ3_XXS: return &kIq3xxs;
-    case GgmlType::IQ3_S: return &kIq3s;
-    case GgmlType::IQ1_S: return &kIq1s;
-    case GgmlType::IQ1_M: return &kIq1m;
-    case GgmlType::IQ4_XS: return &kIq4xs;
-    case GgmlType::IQ4_NL: return &kIq4nl;
-    case GgmlType::TQ1_0: return &kTq1;
-    case GgmlType::TQ2_0: return &kTq2;
-    case GgmlType::Q1_0: return &kQ1;
-    case GgmlType::Q2_0: return &kQ2;
-    default: return nullptr;
-  }
-}
+constinit const Registry kLowbitAvx2Part = make_registry<Simd>();
 
 }  // namespace df::cpu

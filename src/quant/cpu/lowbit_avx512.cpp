@@ -21,9 +21,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include "quant/cpu/gemm_tiled.h"
-#include "quant/cpu/kernels_isa.h"
-#include "quant/formats.h"
+#include "quant/cpu/registry.h"
+#include "quant/cpu/simd_avx2.h"
 #include "quant/iq_tables.h"
 
 namespace df::cpu {
@@ -31,17 +30,9 @@ namespace {
 
 using quant::kIq4nlValues;
 
-inline uint32_t load_u32(const void* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline uint64_t load_u64(const void* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline float fp16(uint16_t h) { return _cvtsh_ss(h); }
+using simd::fp16;
+using simd::load_u32;
+using simd::load_u64;
 
 // ---------------- IQ4_NL, Q1_0, Q2_0 (Q8_0 activations) ----------------
 
@@ -197,56 +188,18 @@ struct MkQ1Q2 {
   }
 };
 
-// ---------------- registry ----------------
+// ---------------- this file's part of the AVX-512 registry (registry.h) ----------------
+// The other low-bit formats run the AVX2 kernels (see the top of this file); activations
+// use the registry's quantisers.
 
-template <class Mk>
-float vec_dot_mk(int64_t n, const void* w_row, const void* act_row) {
-  const uint8_t* wp = static_cast<const uint8_t*>(w_row);
-  const uint8_t* ap = static_cast<const uint8_t*>(act_row);
-  float out;
-  Mk::template tile<1, 1>(n, &wp, &ap, &out);
-  return out;
-}
-
-// Decode (one activation row) walks the weight rows directly; prefill goes through the
-// tiled driver (weights decoded once per tile of activation rows).
-template <class Mk>
-void gemm_mk(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
-             size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-  if (n_act == 1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const uint8_t* w = W + static_cast<size_t>(i) * w_stride;
-      Mk::template tile<1, 1>(n, &w, &act, Y + i);
-    }
-    return;
-  }
-  tiled::gemm<Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
-}
-
-void quantize_act_q8_0(const float* x, void* out, int64_t n) {
-  kKernelsAvx512.quantize_act(GgmlType::Q8_0, x, out, n);
-}
-
-template <class Mk>
-constexpr FormatKernels make() {
-  return {&quantize_act_q8_0, &vec_dot_mk<Mk>, &gemm_mk<Mk>};
-}
-
-constexpr FormatKernels kIq4nl = make<MkIq4Nl>();
-constexpr FormatKernels kQ1 = make<MkQ1Q2<true>>();
-constexpr FormatKernels kQ2 = make<MkQ1Q2<false>>();
+template <class F>
+struct Simd {};
+template <> struct Simd<quant::FormatIQ4_NL> { using Mk = MkIq4Nl; };
+template <> struct Simd<quant::FormatQ1_0> { using Mk = MkQ1Q2<true>; };
+template <> struct Simd<quant::FormatQ2_0> { using Mk = MkQ1Q2<false>; };
 
 }  // namespace
 
-const FormatKernels* lowbit_kernels_avx2(GgmlType w);  // lowbit_avx2.cpp
-
-const FormatKernels* lowbit_kernels_avx512(GgmlType w) {
-  switch (w) {
-    case GgmlType::IQ4_NL: return &kIq4nl;
-    case GgmlType::Q1_0: return &kQ1;
-    case GgmlType::Q2_0: return &kQ2;
-    default: return lowbit_kernels_avx2(w);  // see the top of this file
-  }
-}
+constinit const Registry kLowbitAvx512Part = make_registry<Simd>();
 
 }  // namespace df::cpu

@@ -1,4 +1,5 @@
-// Session checkpoints on a small random qwen35 model (and the same API on qwen3): capture /
+// Session checkpoints on a small random qwen35 model (and the same API on qwen3), no llama.cpp
+// (a unit test, run under the sanitizers too): capture /
 // restore round trips, and prefix reuse that restarts from the nearest checkpoint, counted
 // through Stats::prefilled_tokens and checked against a fresh session's logits.
 #include <gtest/gtest.h>
@@ -6,23 +7,24 @@
 #include <algorithm>
 #include <numeric>
 
-#include "diskformer/engine.h"
 #include "common/error.h"
-#include "ref_harness.h"
+#include "diskformer/engine.h"
+#include "model_fixture.h"
+#include "op_test_util.h"
 
 namespace df {
 namespace {
 
-using reftest::normalised_error;
+// mse(ref, got) / mse(ref, 0) over n floats
+double normalised_error(const float* ref, const float* got, size_t n) {
+  return optest::nerr(std::vector<float>(ref, ref + n), std::vector<float>(got, got + n));
+}
 
-const char* kModelArgs =
-    "--arch qwen35 --layers 4 --dim 128 --ff 256 --heads 2 --kv-heads 1 --head-dim 64 --ssm-state 32 "
-    "--ssm-k-heads 1 --ssm-v-heads 2 --untied --type f32 --seed 31";
 
 std::unique_ptr<Engine> load(const std::string& path, int64_t every = 0, int max_kept = 4, int64_t chunk = 16) {
   EngineOptions eo;
   eo.model_path = path;
-  eo.threads = 2;
+  eo.cpu.threads = 2;
   eo.n_ctx = 512;
   eo.prefill_chunk = chunk;
   eo.checkpoint_every = every;
@@ -31,7 +33,7 @@ std::unique_ptr<Engine> load(const std::string& path, int64_t every = 0, int max
 }
 
 std::unique_ptr<Engine> load_q35(int64_t every = 0, int max_kept = 4, int64_t chunk = 16) {
-  return load(reftest::make_model("ckpt_qwen35", kModelArgs), every, max_kept, chunk);
+  return load(modeltest::make_model("ckpt_qwen35", modeltest::kQwen35Args), every, max_kept, chunk);
 }
 
 std::vector<Token> ids(int64_t n, int64_t seed) {  // deterministic ordinary tokens
@@ -206,7 +208,7 @@ TEST(Qwen35Checkpoints, KeepsAtMostMaxCheckpointsDroppingPeriodicFirst) {
 }
 
 TEST(Qwen3Checkpoints, PureAttentionRewindsWithoutCheckpoints) {
-  const std::string m = reftest::make_model(
+  const std::string m = modeltest::make_model(
       "ckpt_qwen3", "--layers 2 --dim 128 --ff 256 --heads 2 --kv-heads 1 --head-dim 64 --untied --type f32 --seed 32");
   auto engine = load(m, /*every=*/16);
   Session s(*engine);

@@ -1,0 +1,38 @@
+// Backends by name: `make_backend({.device = "cpu" | "cuda" | "auto"})`. Model code never
+// names a backend; the engine asks this factory for one.
+//
+// A CUDA backend library registers itself at build time: when the build links it, it defines
+// DF_HAVE_CUDA for this file's translation unit and provides the two functions of namespace
+// df::cuda below. Without it, `cuda` is answered with a clear error and `auto` is the CPU.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace df {
+
+// Options of the CPU backend only.
+struct CpuBackendOptions {
+  int threads = 0;            // 0: all hardware threads
+  std::string isa = "auto";   // auto | scalar | avx2 | avx512
+};
+
+struct BackendOptions {
+  std::string device = "auto";  // cpu | cuda | auto (CUDA when built in and a GPU is present)
+  CpuBackendOptions cpu;
+  int cuda_device = 0;          // GPU ordinal for `cuda`
+};
+
+// Throws df::Error for an unknown device name, `cuda` in a build without the CUDA backend
+// ("this build has no CUDA backend") or on a machine without a GPU ("no CUDA GPU found"),
+// and an ISA this CPU lacks.
+std::unique_ptr<Backend> make_backend(const BackendOptions& opt);
+
+namespace cuda {
+// Implemented by the CUDA backend library (only declared here; linked when DF_HAVE_CUDA).
+int device_count();                                              // 0 when no usable GPU
+std::unique_ptr<Backend> make_backend(const BackendOptions& opt);  // opt.device == "cuda"
+}  // namespace cuda
+
+}  // namespace df

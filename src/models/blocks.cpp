@@ -1,0 +1,295 @@
+#include "models/blocks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <variant>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+
+namespace df::blocks {
+
+// ---- hyperparameters ----
+
+int64_t KeyReader::u(const std::string& key) const { return static_cast<int64_t>(f_.get_u64(prefix_ + key)); }
+
+int64_t KeyReader::u_or(const std::string& key, int64_t d) const {
+  return static_cast<int64_t>(f_.get_u64(prefix_ + key, static_cast<uint64_t>(d)));
+}
+
+float KeyReader::f_or(const std::string& key, double d) const {
+  return static_cast<float>(f_.get_f64(prefix_ + key, d));
+}
+
+std::vector<int64_t> KeyReader::ints(const std::string& key) const {
+  const std::string name = prefix_ + key;
+  const gguf::Value* v = f_.find(name);
+  if (!v) return {};
+  std::vector<int64_t> out;
+  std::visit(
+      [&](const auto& vec) {
+        using E = typename std::decay_t<decltype(vec)>::value_type;
+        if constexpr (std::is_integral_v<E>) {
+          for (auto e : vec) out.push_back(static_cast<int64_t>(e));
+        } else {
+          throw Error("key '" + name + "' must be an array of integers");
+        }
+      },
+      v->as_array(name));
+  return out;
+}
+
+void read_common_hparams(const KeyReader& k, ModelInfo& m) {
+  const std::string& a = m.arch;
+  m.name = k.file().get_string("general.name", "");
+  m.n_embd = k.u("embedding_length");
+  m.n_ff = k.u("feed_forward_length");
+  m.n_head = k.u("attention.head_count");
+  m.n_head_kv = k.u_or("attention.head_count_kv", m.n_head);
+  if (m.n_embd <= 0 || m.n_ff <= 0 || m.n_head <= 0 || m.n_head_kv <= 0)
+    throw Error(a + ": embedding_length, feed_forward_length and head counts must be positive");
+  if (m.n_head % m.n_head_kv != 0)
+    throw Error(a + ": attention.head_count must be a multiple of attention.head_count_kv");
+  m.head_dim = k.u_or("attention.key_length", m.n_embd / m.n_head);
+  if (k.u_or("attention.value_length", m.head_dim) != m.head_dim)
+    throw Error(a + ": attention.value_length must equal attention.key_length");
+  m.n_rot = k.u_or("rope.dimension_count", m.head_dim);
+  if (m.head_dim <= 0 || m.n_rot <= 0 || m.n_rot > m.head_dim || m.n_rot % 2 != 0)
+    throw Error(a + ": rope.dimension_count must be even and at most the head size");
+  m.n_ctx_train = k.u_or("context_length", 4096);
+  m.rope_base = k.f_or("rope.freq_base", 10000.0);
+  m.rms_eps = k.f_or("attention.layer_norm_rms_epsilon", 1e-6);
+}
+
+void read_vocab(const gguf::File& f, ModelInfo& m) {
+  const gguf::TensorInfo& emb = f.tensor("token_embd.weight");
+  if (emb.ne.size() != 2) throw Error("tensor 'token_embd.weight' must be 2-D");
+  m.n_vocab = emb.ne[1];
+}
+
+// ---- weights ----
+
+AttnWeights load_attention(WeightLoader& w, const std::string& p, const ModelInfo& m, bool gated) {
+  const int64_t dim = m.n_embd, hd = m.head_dim, qd = m.n_head * hd, kvd = m.n_head_kv * hd;
+  AttnWeights W;
+  W.gated = gated;
+  W.wq = w.get(p + "attn_q.weight", dim, gated ? 2 * qd : qd);
+  W.wk = w.get(p + "attn_k.weight", dim, kvd);
+  W.wv = w.get(p + "attn_v.weight", dim, kvd);
+  W.q_norm = w.get_f32(p + "attn_q_norm.weight", hd);
+  W.k_norm = w.get_f32(p + "attn_k_norm.weight", hd);
+  W.wo = w.get(p + "attn_output.weight", qd, dim);
+  return W;
+}
+
+FfnWeights load_ffn(WeightLoader& w, const std::string& p, const ModelInfo& m) {
+  FfnWeights W;
+  W.gate = w.get(p + "ffn_gate.weight", m.n_embd, m.n_ff);
+  W.up = w.get(p + "ffn_up.weight", m.n_embd, m.n_ff);
+  W.down = w.get(p + "ffn_down.weight", m.n_ff, m.n_embd);
+  return W;
+}
+
+OutputHead load_output_head(WeightLoader& w, const Tensor& tok_embd, ModelInfo& m) {
+  OutputHead H;
+  H.norm = w.get_f32("output_norm.weight", m.n_embd);
+  m.tied_output = !w.has("output.weight");
+  H.out = m.tied_output ? tok_embd : w.get("output.weight", m.n_embd, m.n_vocab);
+  return H;
+}
+
+void set_weight_bytes(const WeightLoader& w, const Tensor& tok_embd, ModelInfo& m) {
+  m.weight_bytes = w.bytes_loaded();
+  const uint64_t emb_bytes = tok_embd.nbytes();
+  m.bytes_per_token = m.weight_bytes - emb_bytes + tok_embd.stride + (m.tied_output ? emb_bytes : 0);
+}
+
+// ---- workspace and batch preamble ----
+
+bool Workspace::grow(int64_t rows) {
+  if (rows <= rows_) return false;
+  buffers_.clear();
+  bytes_ = 0;
+  rows_ = rows;
+  inputs_ = alloc_tensor(b_, GgmlType::I32, 1, 3 * rows, buffers_);
+  bytes_ += inputs_.nbytes();
+  staging_.assign(static_cast<size_t>(3 * rows), 0);
+  return true;
+}
+
+Tensor Workspace::make(int64_t cols, GgmlType t) {
+  Tensor out = alloc_tensor(b_, t, cols, rows_, buffers_);
+  bytes_ += out.nbytes();
+  return out;
+}
+
+namespace {
+
+// An output tensor of at least n rows, regrown (doubling) when a larger one is asked for.
+Tensor grow_rows(Backend& b, Tensor& t, int64_t n, int64_t cols, std::vector<std::shared_ptr<Buffer>>& owner) {
+  if (t.data == nullptr || t.rows < n || t.cols != cols) {
+    const int64_t rows = std::max<int64_t>(n, t.data ? 2 * t.rows : 1);
+    t = alloc_tensor(b, GgmlType::F32, cols, rows, owner);
+  }
+  return t.slice_rows(0, n);
+}
+
+}  // namespace
+
+Tensor Workspace::hidden(int64_t n_out, int64_t dim) { return grow_rows(b_, hidden_, n_out, dim, out_buffers_); }
+Tensor Workspace::logits(int64_t n_out, int64_t n_vocab) { return grow_rows(b_, logits_, n_out, n_vocab, out_buffers_); }
+
+BatchInputs Workspace::upload(const Batch& batch, std::span<ModelState* const> states, int64_t n_vocab,
+                              const ForwardOptions& opt) {
+  const int64_t n = batch.size();
+  if (n <= 0) throw Error("forward: the batch is empty");
+  if (static_cast<int64_t>(batch.pos.size()) != n || static_cast<int64_t>(batch.seq.size()) != n ||
+      static_cast<int64_t>(batch.output.size()) != n)
+    throw Error("forward: batch token, pos, seq and output must have one entry per row");
+  if (n > rows_)
+    throw Error("forward: " + std::to_string(n) + " rows, more than the " + std::to_string(rows_) +
+                " the workspace holds (the largest max_chunk of the states)");
+  BatchInputs in;
+  in.n = n;
+  std::vector<bool> seen(states.size(), false);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t tok = batch.token[static_cast<size_t>(i)], p = batch.pos[static_cast<size_t>(i)];
+    const int32_t s = batch.seq[static_cast<size_t>(i)];
+    if (tok < 0 || tok >= n_vocab) throw Error("token id " + std::to_string(tok) + " is outside the vocabulary");
+    if (s < 0 || static_cast<size_t>(s) >= states.size() || !states[static_cast<size_t>(s)])
+      throw Error("forward: row " + std::to_string(i) + " names sequence " + std::to_string(s) + ", which has no state");
+    if (i > 0 && batch.seq[static_cast<size_t>(i - 1)] == s) {
+      if (p != batch.pos[static_cast<size_t>(i - 1)] + 1)
+        throw Error("forward: positions of a sequence's rows must be consecutive");
+      ++in.segments.back().n;
+    } else {
+      if (seen[static_cast<size_t>(s)]) throw Error("forward: the rows of a sequence must be contiguous");
+      seen[static_cast<size_t>(s)] = true;
+      if (p < 0) throw Error("forward: negative position");
+      in.segments.push_back(Segment{s, i, 1, p});
+    }
+    if (batch.output[static_cast<size_t>(i)]) in.rows.push_back(static_cast<int32_t>(i));
+  }
+  for (const Segment& g : in.segments) {
+    const ModelState& st = *states[static_cast<size_t>(g.seq)];
+    if (g.pos0 + g.n > st.n_ctx()) throw Error("forward: positions past the context");
+    if (opt.snapshots && g.n > st.max_snapshots())
+      throw Error("forward: " + std::to_string(g.n) + " rows with snapshots, but the state keeps " +
+                  std::to_string(st.max_snapshots()));
+  }
+  // One upload: ids | positions | output rows.
+  const auto n_out = static_cast<int64_t>(in.rows.size());
+  std::copy(batch.token.begin(), batch.token.end(), staging_.begin());
+  std::copy(batch.pos.begin(), batch.pos.end(), staging_.begin() + n);
+  std::copy(in.rows.begin(), in.rows.end(), staging_.begin() + 2 * n);
+  const Tensor used = inputs_.slice_rows(0, 2 * n + n_out);
+  b_.upload(used, staging_.data(), used.nbytes());
+  in.ids = inputs_.slice_rows(0, n);
+  in.pos = inputs_.slice_rows(n, n);
+  in.out_rows = inputs_.slice_rows(2 * n, n_out);
+  return in;
+}
+
+// ---- blocks ----
+
+AttnShape attn_shape(const ModelInfo& m, const int32_t sections[4]) {
+  AttnShape s;
+  s.attn.n_head = static_cast<int32_t>(m.n_head);
+  s.attn.n_head_kv = static_cast<int32_t>(m.n_head_kv);
+  s.attn.head_dim = static_cast<int32_t>(m.head_dim);
+  s.attn.scale = 1.0f / std::sqrt(static_cast<float>(m.head_dim));
+  s.rope.head_dim = s.attn.head_dim;
+  s.rope.n_rot = static_cast<int32_t>(m.n_rot);
+  s.rope.freq_base = m.rope_base;
+  for (int i = 0; i < 4; ++i) s.rope.sections[i] = sections ? sections[i] : 0;
+  s.eps = m.rms_eps;
+  return s;
+}
+
+AttnScratch make_attn_scratch(Workspace& ws, const ModelInfo& m, bool gated) {
+  const int64_t qd = m.n_head * m.head_dim, kv = m.n_head_kv * m.head_dim;
+  AttnScratch t;
+  if (gated) {
+    t.qg = ws.make(2 * qd);
+    t.gate = ws.make(qd);
+  }
+  t.q = ws.make(qd);
+  t.k = ws.make(kv);
+  t.v = ws.make(kv);
+  t.att = ws.make(qd);
+  return t;
+}
+
+namespace {
+
+// Rows [n * n_head, hd] of one half (part 0: query, 1: gate) of a dense [n, n_head * 2 * hd]
+// projection whose heads hold [query | gate].
+Tensor head_half(const Tensor& qg, int64_t n_head, int64_t hd, int64_t part) {
+  Tensor t = qg;
+  t.data = static_cast<uint8_t*>(qg.data) + static_cast<size_t>(part * hd) * sizeof(float);
+  t.cols = hd;
+  t.rows = qg.rows * n_head;
+  t.stride = static_cast<size_t>(2 * hd) * sizeof(float);
+  return t;
+}
+
+}  // namespace
+
+void attention(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
+               std::span<KvCache* const> caches, const Tensor& xn) {
+  const int64_t n = in.n, hd = s.attn.head_dim, nh = s.attn.n_head;
+  const Tensor q = t.q.slice_rows(0, n), k = t.k.slice_rows(0, n), v = t.v.slice_rows(0, n);
+  const Tensor att = t.att.slice_rows(0, n);
+  if (W.gated) {
+    const Tensor qg = t.qg.slice_rows(0, n), gate = t.gate.slice_rows(0, n);
+    b.matmul(W.wq, xn, qg);                                   // qg [n, n_head * 2 * hd]
+    b.copy(head_half(qg, nh, hd, 0), q.reshape(hd));          // q [n, n_head * hd]
+    b.copy(head_half(qg, nh, hd, 1), gate.reshape(hd));       // gate [n, n_head * hd]
+  } else {
+    b.matmul(W.wq, xn, q);                                    // q [n, n_head * hd]
+  }
+  b.matmul(W.wk, xn, k);                                      // k [n, n_head_kv * hd]
+  b.matmul(W.wv, xn, v);                                      // v [n, n_head_kv * hd]
+  b.rms_norm(q.reshape(hd), W.q_norm, s.eps, q.reshape(hd));  // per head
+  b.rms_norm(k.reshape(hd), W.k_norm, s.eps, k.reshape(hd));
+  RopeParams rq = s.rope, rk = s.rope;
+  rq.n_head = s.attn.n_head;
+  rk.n_head = s.attn.n_head_kv;
+  b.rope(q, in.pos, rq);
+  b.rope(k, in.pos, rk);
+  for (size_t i = 0; i < in.segments.size(); ++i) {           // per sequence: its own cache
+    const Segment& g = in.segments[i];
+    const Tensor pos = BatchInputs::rows_of(in.pos, g);
+    b.kv_store(*caches[i], BatchInputs::rows_of(k, g), BatchInputs::rows_of(v, g), pos);
+    b.attention(BatchInputs::rows_of(q, g), *caches[i], pos, s.attn, BatchInputs::rows_of(att, g));
+  }
+  if (W.gated) b.sigmoid_mul(t.gate.slice_rows(0, n), att, att);
+  b.matmul(W.wo, att, xn);                                    // xn [n, dim]
+}
+
+void swiglu_ffn(Backend& b, const FfnWeights& W, const Tensor& x, const Tensor& gate, const Tensor& up,
+                const Tensor& out) {
+  b.matmul(W.gate, x, gate);                                  // gate [n, n_ff]
+  b.matmul(W.up, x, up);                                      // up [n, n_ff]
+  b.swiglu(gate, up, gate);
+  b.matmul(W.down, gate, out);                                // out [n, dim]
+}
+
+ForwardOutputs output_head(Backend& b, const OutputHead& H, float eps, Workspace& ws, const BatchInputs& in,
+                           const Tensor& x, int64_t n_vocab, const ForwardOptions& opt) {
+  ForwardOutputs out;
+  out.rows = in.rows;
+  const auto n_out = static_cast<int64_t>(in.rows.size());
+  if (n_out == 0) return out;
+  out.hidden = ws.hidden(n_out, x.cols);
+  b.get_rows(x, in.out_rows, out.hidden);                     // hidden [n_out, dim]: chosen rows
+  b.rms_norm(out.hidden, H.norm, eps, out.hidden);
+  if (opt.logits) {
+    out.logits = ws.logits(n_out, n_vocab);
+    b.matmul(H.out, out.hidden, out.logits);                  // logits [n_out, n_vocab]
+  }
+  return out;
+}
+
+}  // namespace df::blocks

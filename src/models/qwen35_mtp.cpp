@@ -1,0 +1,115 @@
+// The qwen35 MTP (next-n prediction) head, as llama.cpp's llama_model_qwen35::graph_mtp:
+//   e = enorm(embed(x_p));  h = hnorm(hidden_prev)       (hidden_prev: trunk's h_{p-1}, after output_norm)
+//   x = eh_proj . [e ; h]                                 (concat along features, e first)
+//   x += gated_attention(attn_norm(x))                    (the block's own KV cache, IMROPE)
+//   x += SwiGLU(post_attention_norm(x))
+//   logits = head(shared_head_norm(x))                    (nextn.shared_head_head, else the trunk's output)
+// The block is blk.<n_layer>: only the first nextn layer is run (llama.cpp supports one).
+#include <string>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "models/qwen35_mtp.h"
+
+namespace df::qwen35 {
+namespace {
+
+// The head's state: one attention layer's KV cache.
+class MtpState final : public ModelState {
+ public:
+  MtpState(Backend& b, const ModelInfo& m, const StateOptions& opt) : opt_(opt) {
+    cache = b.alloc_kv_cache(opt.n_ctx, m.n_head_kv * m.head_dim, opt.kv_f32 ? GgmlType::F32 : GgmlType::F16);
+  }
+  int64_t n_ctx() const override { return opt_.n_ctx; }
+  int64_t max_chunk() const override { return opt_.max_chunk; }
+  int64_t max_snapshots() const override { return opt_.max_chunk; }  // nothing to snapshot
+  uint64_t cache_bytes() const override { return cache.nbytes(); }
+  bool rewindable() const override { return true; }
+  int64_t position() const override { return pos; }
+  std::unique_ptr<StateCheckpoint> capture(int64_t at) override {
+    auto c = std::make_unique<StateCheckpoint>();
+    c->pos = at;
+    return c;
+  }
+  void restore(const StateCheckpoint& c) override { pos = c.pos; }
+  void accept(int64_t n_rows) override {
+    if (n_rows < 1 || n_rows > last_n) throw Error("accept: " + std::to_string(n_rows) + " rows of a forward of " + std::to_string(last_n));
+    pos = last_pos0 + n_rows;
+    last_n = n_rows;
+  }
+  void truncate(int64_t p) override {
+    if (p < 0 || p > pos) throw Error("truncate: position " + std::to_string(p) + " is past the state's " + std::to_string(pos));
+    pos = p;
+  }
+
+  KvCache cache;
+  int64_t pos = 0, last_pos0 = 0, last_n = 0;
+
+ private:
+  StateOptions opt_;
+};
+
+}  // namespace
+
+Mtp::Mtp(const gguf::File& f, Backend& b, const Hparams& hp, const Tensor& tok_embd, const blocks::OutputHead& trunk)
+    : b_(b), hp_(hp), ws_(b) {
+  const ModelInfo& m = hp.info;
+  const int64_t l = m.n_layer, dim = m.n_embd;
+  const std::string p = "blk." + std::to_string(l) + ".";
+  WeightLoader w(f, b);
+  block_ = load_layer(w, hp, l, /*recurrent=*/false);
+  eh_proj_ = w.get(p + "nextn.eh_proj.weight", 2 * dim, dim);  // [dim, 2 * dim]
+  enorm_ = w.get_f32(p + "nextn.enorm.weight", dim);
+  hnorm_ = w.get_f32(p + "nextn.hnorm.weight", dim);
+  embed_ = w.has(p + "nextn.embed_tokens.weight") ? w.get(p + "nextn.embed_tokens.weight", dim, m.n_vocab) : tok_embd;
+  head_.norm = w.has(p + "nextn.shared_head_norm.weight") ? w.get_f32(p + "nextn.shared_head_norm.weight", dim) : trunk.norm;
+  head_.out = w.has(p + "nextn.shared_head_head.weight") ? w.get(p + "nextn.shared_head_head.weight", dim, m.n_vocab)
+                                                         : trunk.out;
+  bytes_ = w.bytes_loaded();
+  shape_ = blocks::attn_shape(m, hp.sections);
+}
+
+std::unique_ptr<ModelState> Mtp::new_state(const StateOptions& opt) {
+  if (opt.n_ctx <= 0 || opt.max_chunk <= 0) throw Error("context and chunk sizes must be positive");
+  if (ws_.grow(opt.max_chunk)) {
+    const ModelInfo& m = hp_.info;
+    x_ = ws_.make(m.n_embd);
+    xn_ = ws_.make(m.n_embd);
+    e_ = ws_.make(m.n_embd);
+    cat_ = ws_.make(2 * m.n_embd);
+    attn_ = blocks::make_attn_scratch(ws_, m, true);
+    gate_ = ws_.make(m.n_ff);
+    up_ = ws_.make(m.n_ff);
+  }
+  return std::make_unique<MtpState>(b_, hp_.info, opt);
+}
+
+ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor& hidden_prev, const ForwardOptions& opt) {
+  const ModelInfo& m = hp_.info;
+  auto* st = dynamic_cast<MtpState*>(&state);
+  if (!st) throw Error("mtp forward: the state was not made by this MTP head");
+  ModelState* states[1] = {st};
+  const blocks::BatchInputs in = ws_.upload(batch, states, m.n_vocab, ForwardOptions{});
+  const int64_t n = in.n, dim = m.n_embd;
+  if (hidden_prev.type != GgmlType::F32 || hidden_prev.cols != dim || hidden_prev.rows != n)
+    throw Error("mtp forward: hidden_prev must be f32 [rows, n_embd]");
+  const Tensor x = x_.slice_rows(0, n), xn = xn_.slice_rows(0, n), e = e_.slice_rows(0, n);
+  const Tensor cat = cat_.slice_rows(0, n);
+  b_.get_rows(embed_, in.ids, e);                               // e [n, dim]
+  b_.rms_norm(e, enorm_, m.rms_eps, cat.slice_cols(0, dim));    // cat [n, 2 * dim] = [enorm(e) ; hnorm(h)]
+  b_.rms_norm(hidden_prev, hnorm_, m.rms_eps, cat.slice_cols(dim, dim));
+  b_.matmul(eh_proj_, cat, x);                                  // x [n, dim]
+  b_.rms_norm(x, block_.attn_norm, m.rms_eps, xn);
+  KvCache* caches[1] = {&st->cache};
+  blocks::attention(b_, block_.attn, shape_, attn_, in, caches, xn);
+  b_.add(x, xn);                                                // residual
+  b_.rms_norm(x, block_.post_norm, m.rms_eps, xn);
+  blocks::swiglu_ffn(b_, block_.ffn, xn, gate_.slice_rows(0, n), up_.slice_rows(0, n), xn);
+  b_.add(x, xn);
+  st->last_pos0 = in.segments[0].pos0;
+  st->last_n = n;
+  st->pos = st->last_pos0 + n;
+  return blocks::output_head(b_, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
+}
+
+}  // namespace df::qwen35

@@ -1,0 +1,38 @@
+// The qwen35 MTP head (qwen35_mtp.cpp): a model part built from the file's first nextn layer.
+#pragma once
+#include <memory>
+
+#include "models/blocks.h"
+#include "models/model.h"
+#include "models/qwen35_parts.h"
+
+namespace df::qwen35 {
+
+class Mtp final : public MtpHead {
+ public:
+  // tok_embd, trunk: the trunk's embedding table and output head (used when the nextn layer
+  // has no embed_tokens / shared_head_* of its own).
+  Mtp(const gguf::File& f, Backend& b, const Hparams& hp, const Tensor& tok_embd, const blocks::OutputHead& trunk);
+  std::unique_ptr<ModelState> new_state(const StateOptions& opt) override;
+  ForwardOutputs forward(ModelState& state, const Batch& batch, const Tensor& hidden_prev,
+                         const ForwardOptions& opt) override;
+  uint64_t weight_bytes() const { return bytes_; }
+
+ private:
+  Backend& b_;
+  const Hparams& hp_;
+  Layer block_;             // the decoder block (gated attention + SwiGLU)
+  Tensor eh_proj_;          // [dim, 2 * dim]
+  Tensor enorm_, hnorm_;    // [dim] f32
+  Tensor embed_;            // [n_vocab, dim] (the trunk's token_embd unless the layer has its own)
+  blocks::OutputHead head_; // shared_head_norm / shared_head_head (or the trunk's)
+  blocks::AttnShape shape_;
+  uint64_t bytes_ = 0;
+  blocks::Workspace ws_;    // its own: the trunk's outputs (hidden_prev) stay valid
+  Tensor x_, xn_, e_;       // [B, dim]
+  Tensor cat_;              // [B, 2 * dim]
+  blocks::AttnScratch attn_;
+  Tensor gate_, up_;        // [B, n_ff]
+};
+
+}  // namespace df::qwen35

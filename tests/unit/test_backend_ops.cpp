@@ -1,0 +1,216 @@
+// Every backend op on every backend under test against the reference backend (CPU scalar),
+// through the Backend interface only (backend_op_harness.h). Budgets are ggml
+// test-backend-ops' defaults: NMSE 1e-7 for elementwise, norm, rope and recurrent ops, 5e-4
+// for matrix products and attention (other summation orders and SIMD exp), and the same bits
+// for data movement (get_rows, copy, kv_store through attention of one key) and argmax.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend_op_harness.h"
+#include "op_test_util.h"
+
+namespace df {
+namespace {
+
+using optest::DeviceData;
+using optest::OpCase;
+using optest::nerr;
+using optest::positions;
+using optest::randn;
+
+constexpr double kElem = 1e-7, kMatmul = 5e-4;
+
+
+std::vector<OpCase> make_cases() {
+  std::vector<OpCase> cases;
+  // ---- data movement ----
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    cases.push_back({"get_rows_" + std::string(type_name(t)), 0.0, [t](Backend& b, DeviceData& d) {
+                       const int64_t k = 256, vocab = 11;
+                       const Tensor table = d.weight(t, randn(static_cast<size_t>(k * vocab), 1), k);
+                       const Tensor ids = d.i32({3, 0, 10, 3, 7});
+                       const Tensor out = d.zeros(k, 5);
+                       b.get_rows(table, ids, out);
+                       return d.read(out);
+                     }});
+  }
+  cases.push_back({"copy_add", 0.0, [](Backend& b, DeviceData& d) {
+                     const Tensor x = d.f32(randn(96 * 7, 2), 96), y = d.f32(randn(96 * 7, 3), 96), z = d.zeros(96, 7);
+                     b.copy(x, z);
+                     b.add(z, y);
+                     return d.read(z);
+                   }});
+  cases.push_back({"argmax_ties", 0.0, [](Backend& b, DeviceData& d) {
+                     auto v = randn(4 * 1000, 4);
+                     v[17] = v[900] = 50.0f;               // row 0: tie, the lower index wins
+                     v[1000 + 999] = 60.0f;                // row 1: the last column
+                     for (int i = 0; i < 1000; ++i) v[2000 + i] = -1.0f;  // row 2: all equal -> 0
+                     const Tensor l = d.f32(v, 1000), out = d.zeros(1, 4, GgmlType::I32);
+                     b.argmax(l, out);
+                     return d.read_i32(out);
+                   }});
+  // ---- norms and elementwise ----
+  cases.push_back({"rms_norm", kElem, [](Backend& b, DeviceData& d) {
+                     const Tensor x = d.f32(randn(384 * 9, 5, 3.0f), 384), w = d.f32(randn(384, 6), 384);
+                     const Tensor y = d.zeros(384, 9);
+                     b.rms_norm(x, w, 1e-6f, y);
+                     return d.read(y);
+                   }});
+  cases.push_back({"swiglu", kElem, [](Backend& b, DeviceData& d) {
+                     const Tensor g = d.f32(randn(300 * 4, 7, 2.0f), 300), u = d.f32(randn(300 * 4, 8), 300);
+                     const Tensor o = d.zeros(300, 4);
+                     b.swiglu(g, u, o);
+                     return d.read(o);
+                   }});
+  for (UnaryOp op : {UnaryOp::SILU, UnaryOp::SIGMOID, UnaryOp::SOFTPLUS}) {
+    cases.push_back({"unary_" + std::to_string(static_cast<int>(op)), kElem, [op](Backend& b, DeviceData& d) {
+                       const Tensor x = d.f32(randn(77 * 5, 9, 4.0f), 77), y = d.zeros(77, 5);
+                       b.unary(op, x, y);
+                       return d.read(y);
+                     }});
+  }
+  cases.push_back({"gates", kElem, [](Backend& b, DeviceData& d) {
+                     const Tensor g = d.f32(randn(64 * 3, 10, 3.0f), 64), x = d.f32(randn(64 * 3, 11), 64);
+                     const Tensor o = d.zeros(64, 3), sp = d.zeros(16, 3);
+                     b.sigmoid_mul(g, x, o);
+                     b.softplus_scale(d.f32(randn(48, 12, 5.0f), 16), d.f32(randn(16, 13), 16), d.f32(randn(16, 14), 16), sp);
+                     auto out = d.read(o), s = d.read(sp);
+                     out.insert(out.end(), s.begin(), s.end());
+                     return out;
+                   }});
+  cases.push_back({"l2_norm", kElem, [](Backend& b, DeviceData& d) {
+                     const Tensor x = d.f32(randn(128 * 6, 15, 2.0f), 128), y = d.zeros(128, 6);
+                     b.l2_norm(x, 32, 1e-6f, y);
+                     return d.read(y);
+                   }});
+  // ---- matrix products: every row count of decode / verify and a prefill-sized one ----
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
+                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4}) {
+    for (int64_t n : {1, 5, 33}) {
+      cases.push_back({"matmul_" + std::string(type_name(t)) + "_n" + std::to_string(n), kMatmul,
+                       [t, n](Backend& b, DeviceData& d) {
+                         const int64_t k = 512, m = 70;
+                         const Tensor W = d.weight(t, randn(static_cast<size_t>(k * m), 16, 0.1f), k);
+                         const Tensor x = d.f32(randn(static_cast<size_t>(k * n), 17), k), y = d.zeros(m, n);
+                         b.matmul(W, x, y);
+                         return d.read(y);
+                       }});
+    }
+  }
+  // ---- rotary embedding: plain NeoX and IMROPE sections, positions of two sequences ----
+  for (const std::vector<int64_t>& sec : {std::vector<int64_t>{0, 0, 0, 0}, {11, 11, 10, 0}, {8, 8, 4, 4}, {3, 2, 1, 2}}) {
+    cases.push_back({"rope_sections_" + std::to_string(sec[0]) + "_" + std::to_string(sec[3]), kElem,
+                     [sec](Backend& b, DeviceData& d) {
+                       RopeParams p;
+                       p.n_head = 3;
+                       p.head_dim = 64;
+                       p.n_rot = 48;
+                       p.freq_base = 1e6f;
+                       for (int i = 0; i < 4; ++i) p.sections[i] = static_cast<int32_t>(sec[static_cast<size_t>(i)]);
+                       const Tensor x = d.f32(randn(5 * 192, 18), 192);
+                       b.rope(x, d.i32({0, 1, 2, 700, 701}), p);
+                       return d.read(x);
+                     }});
+  }
+  // ---- KV cache and attention ----
+  for (GgmlType ct : {GgmlType::F16, GgmlType::F32}) {
+    for (int64_t n : {1, 6}) {
+      cases.push_back({"attention_" + std::string(type_name(ct)) + "_n" + std::to_string(n), kMatmul,
+                       [ct, n](Backend& b, DeviceData& d) {
+                         const int32_t nh = 4, nkv = 2, hd = 32;
+                         const int64_t past = 300;  // past the first 256-position block
+                         KvCache c = b.alloc_kv_cache(400, nkv * hd, ct);
+                         b.kv_store(c, d.f32(randn(past * nkv * hd, 19), nkv * hd), d.f32(randn(past * nkv * hd, 20), nkv * hd),
+                                    d.i32(positions(0, past)));
+                         const Tensor k = d.f32(randn(static_cast<size_t>(n * nkv * hd), 21), nkv * hd);
+                         const Tensor v = d.f32(randn(static_cast<size_t>(n * nkv * hd), 22), nkv * hd);
+                         const Tensor pos = d.i32(positions(past, n));
+                         b.kv_store(c, k, v, pos);
+                         const Tensor q = d.f32(randn(static_cast<size_t>(n * nh * hd), 23), nh * hd), out = d.zeros(nh * hd, n);
+                         b.attention(q, c, pos, AttentionParams{nh, nkv, hd, 1.0f / std::sqrt(32.0f)}, out);
+                         return d.read(out);
+                       }});
+    }
+  }
+  // ---- recurrent ops, with snapshot slots ----
+  cases.push_back({"ssm_conv_snapshots", kElem, [](Backend& b, DeviceData& d) {
+                     const int64_t C = 80, K = 4, n = 5, m = 3;
+                     const Tensor state = d.f32(randn(static_cast<size_t>((K - 1) * C), 24), C);
+                     const Tensor x = d.f32(randn(static_cast<size_t>(n * C), 25), C), y = d.zeros(C, n);
+                     const Tensor snaps = d.zeros(C, m * (K - 1));
+                     b.ssm_conv(x, state, d.f32(randn(static_cast<size_t>(C * K), 26, 0.5f), K), y, snaps);
+                     auto out = d.read(y), s = d.read(state), sn = d.read(snaps);
+                     out.insert(out.end(), s.begin(), s.end());
+                     out.insert(out.end(), sn.begin(), sn.end());
+                     return out;
+                   }});
+  cases.push_back({"gated_delta_rule_snapshots", kElem, [](Backend& b, DeviceData& d) {
+                     const int64_t Hk = 2, Hv = 4, S = 32, n = 4, m = 4;
+                     auto qk = randn(static_cast<size_t>(n * Hk * S), 27, 0.2f), kk = randn(static_cast<size_t>(n * Hk * S), 28, 0.2f);
+                     auto g = randn(static_cast<size_t>(n * Hv), 29, 0.3f);
+                     for (auto& e : g) e = -std::fabs(e);
+                     auto beta = randn(static_cast<size_t>(n * Hv), 30);
+                     for (auto& e : beta) e = 1.0f / (1.0f + std::exp(-e));
+                     const Tensor state = d.f32(randn(static_cast<size_t>(Hv * S * S), 31, 0.1f), S);
+                     const Tensor out = d.zeros(Hv * S, n), snaps = d.zeros(S, m * Hv * S);
+                     b.gated_delta_rule(d.f32(qk, Hk * S), d.f32(kk, Hk * S), d.f32(randn(static_cast<size_t>(n * Hv * S), 32), Hv * S),
+                                        d.f32(g, Hv), d.f32(beta, Hv), state, 1.0f / std::sqrt(32.0f), out, snaps);
+                     auto o = d.read(out), s = d.read(state), sn = d.read(snaps);
+                     o.insert(o.end(), s.begin(), s.end());
+                     o.insert(o.end(), sn.begin(), sn.end());
+                     return o;
+                   }});
+  return cases;
+}
+
+const std::vector<OpCase>& cases() {
+  static const std::vector<OpCase> c = make_cases();
+  return c;
+}
+
+struct Param {
+  std::string backend;
+  size_t index;
+};
+
+void PrintTo(const Param& p, std::ostream* os) { *os << p.backend << " " << cases()[p.index].name; }
+
+class BackendOps : public ::testing::TestWithParam<Param> {};
+
+TEST_P(BackendOps, MatchesReference) {
+  const OpCase& c = cases()[GetParam().index];
+  auto ref_backend = optest::make_named(optest::kReference);
+  auto test_backend = optest::make_named(GetParam().backend);
+  DeviceData rd(*ref_backend), td(*test_backend);
+  const std::vector<float> want = c.run(*ref_backend, rd), got = c.run(*test_backend, td);
+  ASSERT_EQ(want.size(), got.size());
+  if (c.max_nmse == 0.0) {
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], got[i]) << c.name << " element " << i;
+  } else {
+    EXPECT_LE(nerr(want, got), c.max_nmse) << c.name << " on " << GetParam().backend;
+  }
+  for (float v : got) ASSERT_TRUE(std::isfinite(v)) << c.name;
+}
+
+std::vector<Param> params() {
+  std::vector<Param> p;
+  for (const std::string& b : optest::backend_names())
+    for (size_t i = 0; i < cases().size(); ++i) p.push_back({b, i});
+  return p;
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  std::string s = info.param.backend + "_" + cases()[info.param.index].name;
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, BackendOps, ::testing::ValuesIn(params()), param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendOps);
+
+}  // namespace
+}  // namespace df
