@@ -265,12 +265,13 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
   res["default"] = per_n;
   if (variants && planar_fast(t)) {
     json var = json::array();
-    for (int code : {11, 12, 14, 21, 22, 24, 41, 42, 122, 1022}) {
+    for (int code : {11, 12, 14, 21, 22, 24, 41, 42, 122, 1022, 2021, 2022}) {
       const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) {
         if (!mv::matvec_fast_variant(W, dx.f(), dy.f(), code, st)) throw df::Error("no variant");
       }, s);
       const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
-      var.push_back({{"rw", code / 10 % 10}, {"u", code % 10}, {"x", code == 122 ? "global" : code == 1022 ? "shared" : "default"}, {"us", ms * 1e3},
+      var.push_back({{"rw", code / 10 % 10}, {"u", code % 10}, {"x", code == 122 ? "global" : code == 1022 ? "shared" : "default"},
+                     {"conversion", code >= 2000 ? "other" : "default"}, {"us", ms * 1e3},
                      {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw}});
     }
     res["variants_n1"] = var;

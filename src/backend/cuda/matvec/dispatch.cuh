@@ -34,8 +34,9 @@ bool matvec_fast(const PackedWeight& W, const float* x, float* y, int n, cudaStr
 bool get_rows_fast(const PackedWeight& W, const int32_t* ids, int n, float* out, cudaStream_t s);
 // Workbench: n = 1 in configuration code = 10 * RW (rows per warp) + U (parts in flight per
 // lane) with the format's default x path (codes 11 12 14 21 22 24 41 42), or RW = U = 2 with
-// x read from global memory (122) or from the shared-memory copy (1022); false when not
-// available.
+// x read from global memory (122) or from the shared-memory copy (1022), or with the other
+// integer-to-float conversion (dev_fast.cuh) at RW = 2, U = 1 (2021) or 2 (2022); false when
+// not available.
 bool matvec_fast_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s);
 
 }  // namespace df::cudamv

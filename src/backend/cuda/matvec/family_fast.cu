@@ -21,7 +21,7 @@ PlanarView planar_view(const PackedWeight& W) {
                     static_cast<const DevTables*>(W.tables)};
 }
 
-// The workbench's variants at n = 1: code = 100 * (x from global) + 10 * RW + U.
+// The workbench's variants at n = 1 (codes: dispatch.cuh).
 template <class F>
 bool launch_variant(const PlanarView& v, const float* x, float* y, int code, cudaStream_t s) {
   switch (code) {
@@ -34,7 +34,9 @@ bool launch_variant(const PlanarView& v, const float* x, float* y, int code, cud
     case 41: launch_mv<PA<F>, 1, 4, 1>(v, x, y, s); return true;
     case 42: launch_mv<PA<F>, 1, 4, 2>(v, x, y, s); return true;
     case 122: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s, false); return true;
-    case 22 + 1000: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s, true); return true;
+    case 1022: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s, true); return true;
+    case 2021: launch_mv<PA<typename F::Other>, 1, 2, 1>(v, x, y, s); return true;
+    case 2022: launch_mv<PA<typename F::Other>, 1, 2, 2>(v, x, y, s); return true;
     default: return false;
   }
 }
@@ -49,6 +51,8 @@ void prepare_variants() {
   prepare_mv<PA<F>, 1, 2, 4>();
   prepare_mv<PA<F>, 1, 4, 1>();
   prepare_mv<PA<F>, 1, 4, 2>();
+  prepare_mv<PA<typename F::Other>, 1, 2, 1>();
+  prepare_mv<PA<typename F::Other>, 1, 2, 2>();
   prepare_mv_default<PA<F>>();
 }
 

@@ -111,7 +111,7 @@ struct RawAdapter {
 };
 
 template <class A, int N, int RW, int U, bool kSmem>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K would take 153 registers
     mv_kernel(PlanarView v, const float* __restrict__ x, float* __restrict__ y) {
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);

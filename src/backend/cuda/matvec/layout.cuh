@@ -82,7 +82,7 @@ inline void pack_planar_row(GgmlType t, int64_t cols, const uint8_t* src, const 
   auto word = [&](int i, int64_t part) { return q + (i * np + part) * 16; };
   switch (t) {
     case GgmlType::Q4_0: {
-      const auto* b = reinterpret_cast<const quant::BlockQ4_0*>(src);
+      const auto* b = reinterpret_cast<const BlockQ4_0*>(src);
       for (int64_t k = 0; k < np; ++k) {
         std::memcpy(word(0, k), b[k].qs, 16);
         std::memcpy(m + 2 * k, &b[k].d, 2);
@@ -99,7 +99,7 @@ inline void pack_planar_row(GgmlType t, int64_t cols, const uint8_t* src, const 
       break;
     }
     case GgmlType::Q4_K: {
-      const auto* b = reinterpret_cast<const quant::BlockQ4_K*>(src);
+      const auto* b = reinterpret_cast<const BlockQ4_K*>(src);
       quant::KUnpacked u;
       for (int64_t k = 0; k < np / 8; ++k) {
         quant::unpack(b[k], u);
@@ -111,7 +111,7 @@ inline void pack_planar_row(GgmlType t, int64_t cols, const uint8_t* src, const 
       break;
     }
     case GgmlType::Q6_K: {
-      const auto* b = reinterpret_cast<const quant::BlockQ6_K*>(src);
+      const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
       const int64_t nb = np / 4;
       quant::KUnpacked u;
       for (int64_t k = 0; k < nb; ++k) {
