@@ -38,7 +38,13 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   std::unique_ptr<Engine> e(new Engine());
   e->opt_ = opt;
   e->file_ = gguf::File::open(opt.model_path);
-  if (!opt.mtp_head_path.empty()) e->head_file_ = gguf::File::open(opt.mtp_head_path);
+  if (!opt.mtp_head_path.empty()) {
+    try {
+      e->head_file_ = gguf::File::open(opt.mtp_head_path);
+    } catch (const Error& x) {
+      throw Error(std::string("the MTP head file: ") + x.what());
+    }
+  }
   e->tokenizer_ = Tokenizer::from_gguf(*e->file_);
   BackendOptions bo;
   bo.device = opt.device;

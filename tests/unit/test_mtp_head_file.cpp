@@ -137,8 +137,11 @@ TEST_F(MtpHeadFile, TrunkPlusPulledHeadDraftsAndDecodesAsTheOriginal) {
     EXPECT_EQ(t->get_u64("qwen35.block_count"), 8u);
     EXPECT_FALSE(t->has("qwen35.nextn_predict_layers"));
     EXPECT_EQ(t->metadata().size() + 1, full->metadata().size());
-    for (const auto& [k, v] : t->metadata())
-      if (k != "qwen35.block_count") EXPECT_TRUE(*full->find(k) == v) << k;
+    for (const auto& [k, v] : t->metadata()) {
+      if (k != "qwen35.block_count") {
+        EXPECT_TRUE(*full->find(k) == v) << k;
+      }
+    }
   }
   auto full = load(modeltest::default_model());
   auto bare = load(trunk);
@@ -220,9 +223,16 @@ TEST_F(MtpHeadFile, CliPullThenRunAndBenchWithTheHead) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("holds no MTP head"), std::string::npos) << e.what();
   }
+  try {
+    modeltest::run_command(std::string(DF_CLI) + " run -m " + trunk + " --mtp-head " + DF_SOURCE_DIR +
+                           "/README.md -p x -n 1 -q 2>&1");
+    ADD_FAILURE() << "a head file that is no GGUF was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the MTP head file: GGUF file"), std::string::npos) << e.what();
+  }
   const auto bench = nlohmann::json::parse(modeltest::run_command(
       std::string(DF_CLI) + " bench -m " + trunk + " --mtp-head head" + s +
-      " --spec mtp -p 8 -n 16 -r 1 -t 1 --output json 2>/dev/null"));
+      " --spec mtp --draft-fixed -p 8 -n 16 -r 1 -t 1 --output json 2>/dev/null"));
   ASSERT_TRUE(bench.contains("spec")) << bench.dump();
   EXPECT_GT(bench["spec"]["drafted"].get<int64_t>(), 0);
 }
