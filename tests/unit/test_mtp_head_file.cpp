@@ -173,6 +173,36 @@ TEST_F(MtpHeadFile, TrunkPlusPulledHeadDraftsAndDecodesAsTheOriginal) {
   EXPECT_GT(accepted, 0);  // the trained head's drafts are accepted, not only drafted
 }
 
+// qwen35moe: the head block's FFN is a MoE FFN; split and joined the same way.
+TEST_F(MtpHeadFile, MoeTrunkPlusPulledHeadDraftsAsTheOriginal) {
+  const std::string moe = modeltest::make_model("mtp_head_moe", std::string(modeltest::kQwen35MoeArgs) + " --mtp-layers 1");
+  server.serve("moe.gguf", std::make_shared<std::vector<uint8_t>>(test::read_bytes(moe)));
+  auto pull_moe = [&](const std::string& name, std::vector<std::string> patterns) {
+    store::PullRequest r;
+    r.spec = server.url("moe.gguf");
+    r.name = name;
+    r.tensors = std::move(patterns);
+    store::pull(st, r, test::fast_transfer());
+    return st.model_path(name);
+  };
+  const std::string moe_trunk = pull_moe("moe_trunk", {"token_embd.weight", "output*", "blk.[0-3].*"});
+  const std::string moe_head = pull_moe("moe_head", {"blk.4.*"});
+  auto full = load(moe);
+  auto bare = load(moe_trunk);
+  auto joined = load(moe_trunk, moe_head);
+  EXPECT_EQ(bare->model().mtp(), nullptr);
+  ASSERT_NE(joined->model().mtp(), nullptr);
+  const std::vector<Token> prompt = {5, 9, 14, 2, 77, 31, 8};
+  const auto ref = plain(*full, prompt, 21);
+  EXPECT_EQ(plain(*bare, prompt, 21), ref);
+  spec::SpecStats s_full, s_joined;
+  EXPECT_EQ(speculative(*full, prompt, 21, s_full), ref);
+  EXPECT_EQ(speculative(*joined, prompt, 21, s_joined), ref);
+  EXPECT_GT(s_joined.drafted, 0);
+  EXPECT_EQ(s_joined.drafted_at, s_full.drafted_at);
+  EXPECT_EQ(s_joined.accepted_at, s_full.accepted_at);
+}
+
 TEST_F(MtpHeadFile, HeadsThatDoNotFitAreErrorsNamingTheTensorOrKey) {
   const std::string head = pull_head();
   // A head of the same depth but another width: the first tensor of blk.8 does not fit.
