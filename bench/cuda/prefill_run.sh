@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on the GPU machine for the prefill work (issue 10): the GEMM workbench, the CUDA
+# One call on the GPU machine for the prefill work (issue 10): the prefill workbench (bench_prefill_cuda), the CUDA
 # tests, and `diskformer bench --device cuda -p 512,8192 -n 0` on random models of the real
 # shapes (qwen3 4B Q8_0 / Q4_0, qwen35 27B Q4_0) written there by df_make_model while the
 # GPU runs the first two. BIN: binaries built on the dev machine. Everything lands in OUT.
@@ -19,10 +19,10 @@ MODELS="q3_4b_q8:qwen3_4b:q8_0 q3_4b_q4:qwen3_4b:q4_0 q35_27b_q4:qwen35_27b:q4_0
     touch "/tmp/$name.done"
   done
 ) &
-timeout 150 "$BIN/bench_gemm_cuda" --out "$OUT/gemm.json" > "$OUT/gemm.txt" 2>&1
-echo "gemm workbench rc=$?"
-grep -E "FAIL|failures" "$OUT/gemm.txt" | head -20
-grep -E "^speed" "$OUT/gemm.txt" | cut -c1-150
+timeout 150 "$BIN/bench_prefill_cuda" --out "$OUT/prefill.json" > "$OUT/prefill.txt" 2>&1
+echo "prefill workbench rc=$?"
+grep -E "FAIL|failures|error" "$OUT/prefill.txt" | head -20
+grep -E "^(speed|attention|delta)" "$OUT/prefill.txt" | cut -c1-170
 timeout 240 "$BIN/df_cuda_tests" > "$OUT/tests.txt" 2>&1
 echo "tests rc=$?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |worst|perplexity" "$OUT/tests.txt" | grep -v "worst per-position NMSE [0-9.e-]* (budget" | cut -c1-160 | head -30
