@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
       for (int n : {40, 300}) {
         json v = validate(ctx, t, 192, 512, n);
         if (!v["pass"].get<bool>()) ++fails;
-        std::printf("validate %-8s n=%3d worst nmse %.3g %s\n", df::type_name(t), n, v["worst"].get<double>(),
+        std::printf("validate %-8s n=%3d worst nmse %.3g %s\n", std::string(df::type_name(t)).c_str(), n, v["worst"].get<double>(),
                     v["pass"].get<bool>() ? "ok" : "FAIL");
         val.push_back(v);
       }
@@ -309,7 +309,7 @@ int main(int argc, char** argv) {
         const std::string name = formats_arg.substr(p, e - p);
         bool found = false;
         for (GgmlType t : mt::all_weight_types())
-          if (lower(name) == lower(df::type_name(t))) fmts.push_back(t), found = true;
+          if (lower(name) == lower(std::string(df::type_name(t)))) fmts.push_back(t), found = true;
         if (!found) throw df::Error("unknown format " + name);
         p = e + 1;
       }
@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
         for (int n : {512, 4096}) {
           json r = speed(W, n, n == 512 && (t == GgmlType::Q8_0 || t == GgmlType::Q4_0), 10);
           std::printf("speed %-6s %6lld x %6lld n=%5d  auto %.3f ms %6.1f TFLOP/s (best tile %d)  convert %.3f ms%s\n",
-                      df::type_name(t), static_cast<long long>(rows), static_cast<long long>(cols), n,
+                      std::string(df::type_name(t)).c_str(), static_cast<long long>(rows), static_cast<long long>(cols), n,
                       r["tiles"]["0"]["ms"].get<double>(), r["tiles"]["0"]["tflops"].get<double>(),
                       r["best_code"].get<int>(), r["convert_ms"].get<double>(),
                       r.contains("f32_path_tflops")

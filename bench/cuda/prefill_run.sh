@@ -23,15 +23,17 @@ timeout 150 "$BIN/bench_prefill_cuda" --out "$OUT/prefill.json" > "$OUT/prefill.
 echo "prefill workbench rc=$?"
 grep -E "FAIL|failures|error" "$OUT/prefill.txt" | head -20
 grep -E "^(speed|attention|delta)" "$OUT/prefill.txt" | cut -c1-170
-timeout 240 "$BIN/df_cuda_tests" > "$OUT/tests.txt" 2>&1
-echo "tests rc=$?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |worst|perplexity" "$OUT/tests.txt" | grep -v "worst per-position NMSE [0-9.e-]* (budget" | cut -c1-160 | head -30
-grep -E "worst per-position" "$OUT/tests.txt" | sort -t' ' -k1,1 | cut -c1-150 | head -60
-grep -B2 -A6 "Failure" "$OUT/tests.txt" | cut -c1-200 | head -40
-for m in $MODELS; do
-  IFS=: read -r name preset type <<< "$m"
+run_tests() {
+  timeout 120 "$BIN/df_cuda_tests" > "$OUT/tests.txt" 2>&1
+  echo "tests rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |worst|perplexity" "$OUT/tests.txt" | grep -v "worst per-position NMSE [0-9.e-]* (budget" | cut -c1-160 | head -30
+  grep -E "worst per-position" "$OUT/tests.txt" | sort -t' ' -k1,1 | cut -c1-150 | head -60
+  grep -B2 -A6 "Failure" "$OUT/tests.txt" | cut -c1-200 | head -40
+}
+bench_model() {  # name: waits for the file, benches it, removes it
+  local name=$1
   for _ in $(seq 1 240); do [[ -e /tmp/$name.done ]] && break; sleep 1; done
-  tail -1 "$OUT/make.txt"
+  grep "make $name" "$OUT/make.txt"
   timeout 150 "$BIN/diskformer" bench -m "/tmp/$name.gguf" --device cuda --output json -p "$PROMPTS" -n 0 -r 2 \
     > "$OUT/bench_$name.json" 2>> "$OUT/log.txt"
   echo "bench $name rc=$?"
@@ -41,4 +43,9 @@ d=json.load(open(sys.argv[1]))
 for e in d['prefill']: print(sys.argv[2], 'pp%d %.0f tok/s (sd %.0f), time to first token %.1f ms' % (e['n_prompt'], e['tokens_per_second'], e['stddev'], e['time_to_first_token_ms']))
 " "$OUT/bench_$name.json" "$name" || tail -3 "$OUT/log.txt"
   rm -f "/tmp/$name.gguf"
-done
+}
+# the benches of the 4B shapes, the tests while the 27B file is written, then its bench
+bench_model q3_4b_q8
+bench_model q3_4b_q4
+run_tests
+bench_model q35_27b_q4
