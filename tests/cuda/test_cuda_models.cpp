@@ -105,7 +105,7 @@ std::vector<float> logits_by_chunks(Model& m, const std::vector<int32_t>& tokens
                                     bool graphs = true) {
   StateOptions so;
   so.n_ctx = 512;
-  so.max_chunk = 128;  // a chunk of 110 rows: longer than one 64-row tile, ending mid-tile
+  so.max_chunk = 160;  // the references' one chunk of 150 rows; the GPU's 110: two 64-row tiles, the second partial
   so.graphs = graphs;
   auto st = m.new_state(so);
   const int64_t V = m.info().n_vocab;
