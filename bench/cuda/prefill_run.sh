@@ -16,7 +16,7 @@ export LD_LIBRARY_PATH=$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 VOCAB=tools/make_model/vocab_corpus.txt
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$OUT/log.txt"
 BIG="q35_27b_q4:qwen35_27b:q4_0:"
-[[ $WHAT == quick ]] && BIG="q35_27b_l16_q4:qwen35_27b:q4_0:--layers 16"
+[[ $WHAT == quick ]] && BIG="q35_27b_l16_q4:qwen35_27b:q4_0:--layers=16"  # no space: MODELS splits on it
 MODELS="q3_4b_q8:qwen3_4b:q8_0: q3_4b_q4:qwen3_4b:q4_0: $BIG"
 for m in $MODELS; do
   IFS=: read -r name preset type extra <<< "$m"
