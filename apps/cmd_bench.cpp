@@ -1,6 +1,7 @@
 // `diskformer bench`: prefill and decode speed (llama-bench's pp/tg), with the weight bytes
 // read per decoded token and the bandwidth that implies; on a GPU also the device's read
 // bandwidth (measured here with a read kernel) and the share of it decode reaches.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -49,7 +50,7 @@ double device_read_bandwidth(Backend& b) {
 void register_bench(CLI::App& app) {
   struct Flags {
     ModelFlags model;
-    int64_t n_prompt = 512;
+    std::vector<int64_t> n_prompt{512};  // prompt lengths, each measured (-p 512,8192)
     int64_t n_gen = 128;
     int reps = 3;
     std::string output = "text";
@@ -59,7 +60,9 @@ void register_bench(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed");
   add_model_flags(*cmd, f->model);
-  cmd->add_option("-p,--n-prompt", f->n_prompt, "prompt tokens for the prefill test")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-p,--n-prompt", f->n_prompt, "prompt tokens for the prefill test (a comma-separated list: each)")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", f->n_gen, "tokens for the decode test")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", f->reps, "repetitions of each test")->check(CLI::PositiveNumber);
   cmd->add_option("--output", f->output, "text or json")->check(CLI::IsMember({"text", "json"}));
@@ -71,25 +74,34 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->callback([f] {
     ModelFlags mf = f->model;
-    mf.ctx = std::max<int64_t>(mf.ctx, f->n_prompt + f->n_gen + 1);
+    if (f->n_prompt.empty()) f->n_prompt.push_back(0);
+    const int64_t max_prompt = *std::max_element(f->n_prompt.begin(), f->n_prompt.end());
+    mf.ctx = std::max<int64_t>(mf.ctx, max_prompt + f->n_gen + 1);
     auto engine = load_engine(mf);
     const ModelInfo& info = engine->info();
     const int64_t vocab = std::min<int64_t>(info.n_vocab, engine->tokenizer().n_vocab());
     std::mt19937 rng(42);
     std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
-    std::vector<Token> prompt(static_cast<size_t>(f->n_prompt));
+    std::vector<Token> prompt(static_cast<size_t>(max_prompt));
     for (auto& t : prompt) t = pick(rng);
     Session session(*engine);
     Backend& backend = engine->backend();
     std::vector<std::shared_ptr<Buffer>> owner;
     const Tensor best = alloc_tensor(backend, GgmlType::I32, 1, 1, owner);
-    std::vector<double> pp, tg;
+    // pp[i]: prefill tok/s of prompt length i; ttft[i]: seconds until the last position's
+    // logits are on the host (the first generated token can be picked).
+    std::vector<std::vector<double>> pp(f->n_prompt.size()), ttft(f->n_prompt.size());
+    std::vector<double> tg;
     for (int r = 0; r < f->reps + 1; ++r) {  // the first repetition warms up and is dropped
-      if (f->n_prompt > 0) {
+      for (size_t i = 0; i < f->n_prompt.size(); ++i) {
+        const int64_t np = f->n_prompt[i];
+        if (np == 0) continue;
+        const std::vector<Token> pr(prompt.begin(), prompt.begin() + np);
         session.prefill({pick(rng)});  // different first token: nothing is reused
         const auto t0 = std::chrono::steady_clock::now();
-        session.prefill(prompt);
-        if (r > 0) pp.push_back(static_cast<double>(f->n_prompt) / seconds_since(t0));
+        session.prefill(pr);  // returns the last position's logits on the host
+        const double sec = seconds_since(t0);
+        if (r > 0) pp[i].push_back(static_cast<double>(np) / sec), ttft[i].push_back(sec);
       }
       if (f->n_gen > 0) {
         session.prefill({pick(rng)});
@@ -105,7 +117,7 @@ void register_bench(CLI::App& app) {
         if (r > 0) tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
       }
     }
-    const Summary p = summarize(pp), g = summarize(tg);
+    const Summary p = summarize(pp[0]), g = summarize(tg);
     const double gbs = g.mean * static_cast<double>(info.bytes_per_token) / 1e9;
     nlohmann::json out = {{"model", resolve_model_path(f->model.model, f->model.store)},
                           {"arch", info.arch},
@@ -113,7 +125,7 @@ void register_bench(CLI::App& app) {
                           {"n_params", info.n_params},
                           {"weight_bytes", info.weight_bytes},
                           {"bytes_per_token", info.bytes_per_token},
-                          {"n_prompt", f->n_prompt},
+                          {"n_prompt", f->n_prompt[0]},
                           {"n_gen", f->n_gen},
                           {"repetitions", f->reps},
                           {"prefill_tokens_per_second", p.mean},
@@ -122,6 +134,15 @@ void register_bench(CLI::App& app) {
                           {"decode_stddev", g.stddev},
                           {"decode_ms_per_token", g.mean > 0 ? 1000.0 / g.mean : 0.0},
                           {"decode_weight_gb_per_second", gbs}};
+    nlohmann::json per = nlohmann::json::array();
+    for (size_t i = 0; i < f->n_prompt.size(); ++i) {
+      const Summary a = summarize(pp[i]), t = summarize(ttft[i]);
+      per.push_back({{"n_prompt", f->n_prompt[i]},
+                     {"tokens_per_second", a.mean},
+                     {"stddev", a.stddev},
+                     {"time_to_first_token_ms", 1000.0 * t.mean}});
+    }
+    out["prefill"] = per;
     const double read_bw = device_read_bandwidth(backend);
     if (read_bw > 0) {
       out["device_read_gb_per_second"] = read_bw / 1e9;
@@ -129,7 +150,7 @@ void register_bench(CLI::App& app) {
     }
     const bool spec = f->spec.mode == "mtp" || f->spec.mode == "draft-mtp";
     if (spec && f->n_gen > 0) {
-      std::vector<Token> sp(prompt.begin(), prompt.begin() + std::min<int64_t>(f->n_prompt, 64));
+      std::vector<Token> sp(prompt.begin(), prompt.begin() + std::min<int64_t>(f->n_prompt[0], 64));
       if (sp.empty()) sp.push_back(pick(rng));
       out["spec"] = bench_spec(*engine, sp, f->n_gen, f->reps, f->spec, f->draft_accept);
     }
@@ -137,7 +158,10 @@ void register_bench(CLI::App& app) {
       std::printf("%s\n", out.dump(2).c_str());
     } else {
       std::printf("%s on %s\n", info.arch.c_str(), engine->backend_name().c_str());
-      std::printf("pp%lld: %.2f ± %.2f tok/s\n", static_cast<long long>(f->n_prompt), p.mean, p.stddev);
+      for (const auto& e : per)
+        std::printf("pp%lld: %.2f ± %.2f tok/s, time to first token %.1f ms\n",
+                    static_cast<long long>(e["n_prompt"].get<int64_t>()), e["tokens_per_second"].get<double>(),
+                    e["stddev"].get<double>(), e["time_to_first_token_ms"].get<double>());
       std::printf("tg%lld: %.2f ± %.2f tok/s (%.2f ms/token, %.2f MiB/token, %.2f GB/s)\n",
                   static_cast<long long>(f->n_gen), g.mean, g.stddev, g.mean > 0 ? 1000.0 / g.mean : 0.0,
                   static_cast<double>(info.bytes_per_token) / (1 << 20), gbs);

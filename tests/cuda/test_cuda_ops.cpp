@@ -13,6 +13,11 @@
 #include "cuda_test_util.h"
 #include "quant/cpu/kernels.h"
 
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/ops/delta_rule.cuh"
+#include "backend/cuda/ops/delta_rule_chunked.cuh"
+
 namespace df::cudatest {
 namespace {
 
@@ -50,6 +55,8 @@ TEST(CudaOps, RmsNormAndPerHead) {
 TEST(CudaOps, MatmulTypesAndRowCounts) {
   DF_REQUIRE_GPU();
   struct Case { GgmlType t; double budget; };
+  // n > 16 rows go through the tensor-core GEMM (gemm/gemm.cuh): x and float weights are
+  // rounded to f16 (relative 2^-11), so the float formats' budget there is 1e-6.
   const Case cases[] = {{GgmlType::F32, 1e-10}, {GgmlType::F16, 1e-6}, {GgmlType::BF16, 1e-4},
                         {GgmlType::Q8_0, 1e-4}, {GgmlType::Q4_0, 1e-4}, {GgmlType::Q4_1, 1e-4},
                         {GgmlType::Q5_0, 1e-4}, {GgmlType::Q5_1, 1e-4}, {GgmlType::Q4_K, 1e-4},
@@ -60,14 +67,15 @@ TEST(CudaOps, MatmulTypesAndRowCounts) {
     const auto wf = randn(static_cast<size_t>(k * m), 7);
     for (int64_t r = 0; r < m; ++r)
       cpu::quantize_row_ref(c.t, wf.data() + r * k, wq.data() + row_bytes(c.t, k) * r, k);
-    for (int64_t n : {1, 2, 5, 8, 9, 70}) {
+    for (int64_t n : {1, 2, 5, 8, 9, 16, 17, 70, 300}) {
+      const double budget = n > 16 ? std::max(c.budget, 1e-6) : c.budget;
       compare([&](Backend& b) -> Outputs {
         const Tensor W = b.weight(c.t, k, m, wq.data());
         auto x = put_f32(b, randn(static_cast<size_t>(n * k), 11 + n), k);
         auto y = put_f32(b, std::vector<float>(n * m, NAN), m);
         b.matmul(W, x.t, y.t);
         return {get_f32(b, y.t)};
-      }, c.budget, std::string(type_name(c.t)) + " n=" + std::to_string(n));
+      }, budget, std::string(type_name(c.t)) + " n=" + std::to_string(n));
     }
   }
 }
@@ -153,8 +161,11 @@ TEST(CudaOps, AttentionDecodeAndRows) {
   attention_case(6, 2, 64, 1024, 700, 1);     // decode, several slices
   attention_case(8, 8, 128, 4096, 3000, 1);   // long context, many slices
   attention_case(4, 1, 256, 600, 37, 5);      // short verify batch
-  attention_case(6, 2, 64, 512, 300, 70);     // prefill chunk (causal rows)
-  attention_case(2, 2, 32, 64, 64, 64);       // full cache
+  attention_case(6, 2, 64, 512, 300, 70);     // prefill chunk (causal rows): flash_prefill
+  attention_case(2, 2, 32, 64, 64, 64);       // full cache (head size 32: the decode kernel)
+  attention_case(8, 2, 128, 1024, 200, 200);  // prefill from position 0, 4 row tiles (last partial)
+  attention_case(4, 1, 256, 512, 330, 130);   // head size 256, prefill after a cached prefix
+  attention_case(6, 6, 64, 256, 17, 17);      // smallest prefill batch
 }
 
 TEST(CudaOps, Elementwise) {
@@ -247,6 +258,79 @@ TEST(CudaOps, GatedDeltaRule) {
       s.resize(static_cast<size_t>(std::min<int64_t>(c.n, 3) * vd * c.d));
       return {get_f32(b, out.t), get_f32(b, st.t), s};
     }, 1e-9, "gated_delta_rule d=" + std::to_string(c.d) + " n=" + std::to_string(c.n));
+  }
+}
+
+// Prefill lengths through the backend (one chunk of 64, several, ending mid-chunk; with
+// snapshots), the output of every row and the state left.
+TEST(CudaOps, GatedDeltaRuleLong) {
+  DF_REQUIRE_GPU();
+  struct Case { int64_t d, Hk, Hv, n; bool snap; };
+  for (const Case& c : {Case{128, 2, 6, 150, false}, Case{64, 3, 6, 64, false}, Case{32, 1, 2, 17, false},
+                        Case{128, 1, 2, 200, false}, Case{64, 2, 4, 40, true}}) {
+    compare([&](Backend& b) -> Outputs {
+      const int64_t kd = c.Hk * c.d, vd = c.Hv * c.d;
+      auto qkv = put_f32(b, randn(c.n * (2 * kd + vd), 71), 2 * kd + vd);
+      const Tensor q = qkv.t.slice_cols(0, kd), k = qkv.t.slice_cols(kd, kd), v = qkv.t.slice_cols(2 * kd, vd);
+      b.l2_norm(q, c.d, 1e-6f, q);
+      b.l2_norm(k, c.d, 1e-6f, k);
+      auto gate = put_f32(b, randn(c.n * c.Hv, 72), c.Hv);
+      b.softplus_scale(gate.t, put_f32(b, randn(c.Hv, 73), c.Hv).t, put_f32(b, std::vector<float>(c.Hv, -0.5f), c.Hv).t,
+                       gate.t);
+      auto beta = put_f32(b, randn(c.n * c.Hv, 74), c.Hv);
+      b.unary(UnaryOp::SIGMOID, beta.t, beta.t);
+      auto st = put_f32(b, randn(c.Hv * c.d * c.d, 75, 0.1f), c.d);
+      auto out = put_f32(b, std::vector<float>(c.n * vd, NAN), vd);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+      auto snap = put_f32(b, std::vector<float>(3 * vd * c.d, NAN), c.d);  // 3 slots
+      b.gated_delta_rule(q, k, v, gate.t, beta.t, st.t, scale, out.t, c.snap ? snap.t : Tensor{});
+      Outputs o = {get_f32(b, out.t), get_f32(b, st.t)};
+      if (c.snap) o.push_back(get_f32(b, snap.t));
+      return o;
+    }, 1e-9, "gated_delta_rule d=" + std::to_string(c.d) + " n=" + std::to_string(c.n) + (c.snap ? " snapshots" : ""));
+  }
+}
+
+// The chunk-parallel kernel (not dispatched: slower than the token kernel on the H200, see
+// cuda_backend.cu) against the token kernel on the same inputs: one chunk, several, ending
+// mid-chunk, head sizes 32..128. Budget 1e-8: the same f32 terms summed in another order.
+TEST(CudaOps, GatedDeltaRuleChunkedKernel) {
+  DF_REQUIRE_GPU();
+  struct Case { int64_t d, Hk, Hv, n; };
+  for (const Case& c : {Case{128, 2, 6, 150}, Case{64, 3, 6, 64}, Case{32, 1, 2, 17}, Case{128, 1, 2, 200}}) {
+    Backend& b = *gpu();
+    const int64_t kd = c.Hk * c.d, vd = c.Hv * c.d;
+    auto qkv = put_f32(b, randn(c.n * (2 * kd + vd), 81), 2 * kd + vd);
+    const Tensor q = qkv.t.slice_cols(0, kd), k = qkv.t.slice_cols(kd, kd), v = qkv.t.slice_cols(2 * kd, vd);
+    b.l2_norm(q, c.d, 1e-6f, q);
+    b.l2_norm(k, c.d, 1e-6f, k);
+    auto gate = put_f32(b, randn(c.n * c.Hv, 82), c.Hv);
+    b.softplus_scale(gate.t, put_f32(b, randn(c.Hv, 83), c.Hv).t, put_f32(b, std::vector<float>(c.Hv, -0.5f), c.Hv).t,
+                     gate.t);
+    auto beta = put_f32(b, randn(c.n * c.Hv, 84), c.Hv);
+    b.unary(UnaryOp::SIGMOID, beta.t, beta.t);
+    const auto st0 = randn(c.Hv * c.d * c.d, 85, 0.1f);
+    auto st1 = put_f32(b, st0, c.d), st2 = put_f32(b, st0, c.d);
+    auto out1 = put_f32(b, std::vector<float>(c.n * vd, NAN), vd), out2 = put_f32(b, std::vector<float>(c.n * vd, NAN), vd);
+    b.synchronize();
+    cuda::DeltaRuleArgs a;
+    a.q = static_cast<float*>(q.data), a.q_stride = 2 * kd + vd;
+    a.k = static_cast<float*>(k.data), a.k_stride = 2 * kd + vd;
+    a.v = static_cast<float*>(v.data), a.v_stride = 2 * kd + vd;
+    a.g = static_cast<float*>(gate.t.data), a.g_stride = c.Hv;
+    a.beta = static_cast<float*>(beta.t.data), a.beta_stride = c.Hv;
+    a.out_stride = vd, a.n = c.n, a.d = static_cast<int32_t>(c.d);
+    a.n_k_heads = static_cast<int32_t>(c.Hk), a.n_v_heads = static_cast<int32_t>(c.Hv);
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    cuda::DeltaRuleArgs a1 = a, a2 = a;
+    a1.state = static_cast<float*>(st1.t.data), a1.out = static_cast<float*>(out1.t.data);
+    a2.state = static_cast<float*>(st2.t.data), a2.out = static_cast<float*>(out2.t.data);
+    cuda::launch_gated_delta_rule_chunked(a1, nullptr);
+    cuda::launch_gated_delta_rule(a2, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::string what = "chunked d=" + std::to_string(c.d) + " n=" + std::to_string(c.n);
+    EXPECT_LE(nerr(get_f32(b, out2.t), get_f32(b, out1.t)), 1e-8) << what << ": outputs";
+    EXPECT_LE(nerr(get_f32(b, st2.t), get_f32(b, st1.t)), 1e-8) << what << ": state";
   }
 }
 

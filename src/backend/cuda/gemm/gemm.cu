@@ -1,0 +1,106 @@
+// gemm.cuh: the x conversion and the dispatch over the format families.
+#include "backend/cuda/gemm/gemm.cuh"
+
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "backend/cuda/gemm/families.cuh"
+#include "backend/cuda/matvec/layout.cuh"
+#include "common/error.h"
+
+namespace df::cuda::gemm {
+
+void check_launch_gemm(const char* what) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw Error(std::string("cuda ") + what + ": " + cudaGetErrorString(e));
+}
+
+namespace {
+
+__global__ void convert_x_kernel(const float* __restrict__ x, int64_t xs, int64_t n, int64_t k, __half* __restrict__ xh) {
+  const int64_t q = k / 4, total = n * q;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / q, c = (i % q) * 4;
+    const float4 v = *reinterpret_cast<const float4*>(x + r * xs + c);
+    auto sat = [](float f) { return fminf(fmaxf(f, -65504.0f), 65504.0f); };
+    const __half2 a = __floats2half2_rn(sat(v.x), sat(v.y)), b = __floats2half2_rn(sat(v.z), sat(v.w));
+    uint2 u;
+    u.x = *reinterpret_cast<const uint32_t*>(&a);
+    u.y = *reinterpret_cast<const uint32_t*>(&b);
+    *reinterpret_cast<uint2*>(xh + r * k + c) = u;
+  }
+}
+
+cudamv::PlanarView view_of(const cudamv::PackedWeight& W) {
+  return cudamv::PlanarView{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols,
+                            static_cast<const cudamv::DevTables*>(W.tables)};
+}
+
+bool run(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t ys, int code, cudaStream_t s) {
+  const cudamv::PlanarView v = view_of(W);
+  const auto* x = reinterpret_cast<const __half*>(xh);
+  return gemm_fast(W.type, v, x, n, y, ys, code, s) || gemm_raw_basic(W.type, v, x, n, y, ys, code, s) ||
+         gemm_raw_iq(W.type, v, x, n, y, ys, code, s);
+}
+
+}  // namespace
+
+bool supported(const cudamv::PackedWeight& W) {
+  return W.data && W.cols % kColsStep == 0 && W.rows > 0 && cudamv::layout_supported(W.type);
+}
+
+void convert_x_f16(const float* x, int64_t x_stride, int64_t n, int64_t k, uint16_t* xh, cudaStream_t s) {
+  if (n <= 0) return;
+  if (k % 4 != 0 || x_stride % 4 != 0 || (reinterpret_cast<uintptr_t>(x) & 15u) != 0)
+    throw Error("cuda gemm: x must be 16-byte aligned rows of a multiple of 4 floats");
+  const int64_t total = n * (k / 4);
+  const unsigned blocks = static_cast<unsigned>(total / 256 + 1 < 132 * 16 ? total / 256 + 1 : 132 * 16);
+  convert_x_kernel<<<blocks, 256, 0, s>>>(x, x_stride, n, k, reinterpret_cast<__half*>(xh));
+  check_launch_gemm("convert_x_f16");
+}
+
+void gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s) {
+  if (!supported(W)) throw Error("cuda gemm: weight not supported (cols must be a multiple of 64)");
+  if (n <= 0) return;
+  if (!run(W, xh, n, y, y_stride, 0, s)) quant::throw_unsupported_type(W.type);
+}
+
+void Tuner::gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride,
+                 cudaStream_t s, bool capturing) {
+  if (!supported(W)) throw Error("cuda gemm: weight not supported (cols must be a multiple of 64)");
+  if (n <= 0) return;
+  const auto key = std::make_tuple(static_cast<int>(W.type), W.rows, W.cols, (n + 63) / 64);
+  const auto it = best_.find(key);
+  if (it != best_.end() || capturing) {
+    if (!run(W, xh, n, y, y_stride, it != best_.end() ? it->second : 0, s)) quant::throw_unsupported_type(W.type);
+    return;
+  }
+  cudaEvent_t e[2];
+  for (auto& ev : e)
+    if (cudaEventCreate(&ev) != cudaSuccess) throw Error("cuda gemm: cudaEventCreate failed");
+  int best = 0;
+  float best_ms = 0.0f;
+  for (int code = 1; code <= 4; ++code) {
+    if (cudaEventRecord(e[0], s) != cudaSuccess) throw Error("cuda gemm: cudaEventRecord failed");
+    if (!run(W, xh, n, y, y_stride, code, s)) continue;
+    float ms = 0.0f;
+    if (cudaEventRecord(e[1], s) != cudaSuccess || cudaEventSynchronize(e[1]) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, e[0], e[1]) != cudaSuccess)
+      throw Error("cuda gemm: timing a tile failed");
+    if (best == 0 || ms < best_ms) best = code, best_ms = ms;
+  }
+  cudaEventDestroy(e[0]);
+  cudaEventDestroy(e[1]);
+  if (best == 0) quant::throw_unsupported_type(W.type);
+  best_[key] = best;
+}
+
+bool gemm_variant(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, int code,
+                  cudaStream_t s) {
+  if (!supported(W) || n <= 0) return false;
+  return run(W, xh, n, y, y_stride, code, s);
+}
+
+}  // namespace df::cuda::gemm
