@@ -167,7 +167,8 @@ TEST(CudaSpecRows, RopeKvAttention) {
       KvCache c = g.alloc_kv_cache(n_ctx, kvd, GgmlType::F16);
       auto kp = put_f32(g, randn(static_cast<size_t>(p0 * kvd), 301), kvd);
       auto vp = put_f32(g, randn(static_cast<size_t>(p0 * kvd), 302), kvd);
-      g.kv_store(c, kp.t, vp.t, positions(g, 0, p0).t);
+      const Held prompt_pos = positions(g, 0, p0);
+      g.kv_store(c, kp.t, vp.t, prompt_pos.t);
       auto q = put_f32(g, randn(static_cast<size_t>(kMaxRows * qd), 303), qd);
       auto k = put_f32(g, randn(static_cast<size_t>(kMaxRows * kvd), 304), kvd);
       auto v = put_f32(g, randn(static_cast<size_t>(kMaxRows * kvd), 305), kvd);
@@ -178,7 +179,8 @@ TEST(CudaSpecRows, RopeKvAttention) {
       expect_rows_independent("rope" + tag, [&](Backend& b, int64_t r0, int64_t n) {
         const Tensor t = qs.t.slice_rows(0, n);
         b.copy(q.t.slice_rows(r0, n), t);
-        b.rope(t, positions(b, p0 + r0, n).t, rq);
+        const Held pos = positions(b, p0 + r0, n);
+        b.rope(t, pos.t, rq);
         return get_f32(b, t);
       });
       // The n-row call stores rows p0.. and attends; the one-row call for row r stores rows up
@@ -188,16 +190,17 @@ TEST(CudaSpecRows, RopeKvAttention) {
           b.copy(q.t.slice_rows(r0 + i, 1), qs.t.slice_rows(i, 1));
           b.copy(k.t.slice_rows(r0 + i, 1), ks.t.slice_rows(i, 1));
         }
-        const Tensor pos = positions(b, p0 + r0, n).t;
+        const Held held_pos = positions(b, p0 + r0, n);
+        const Tensor pos = held_pos.t;
         b.rope(qs.t.slice_rows(0, n), pos, rq);
         b.rope(ks.t.slice_rows(0, n), pos, rk);
         if (n == 1) {  // decode: rows before r0 were stored by earlier steps
           for (int64_t i = 0; i < r0; ++i) {
             auto ki = put_f32(b, std::vector<float>(static_cast<size_t>(kvd)), kvd);
             b.copy(k.t.slice_rows(i, 1), ki.t);
-            const Tensor pi = positions(b, p0 + i, 1).t;
-            b.rope(ki.t, pi, rk);
-            b.kv_store(c, ki.t, v.t.slice_rows(i, 1), pi);
+            const Held pi = positions(b, p0 + i, 1);
+            b.rope(ki.t, pi.t, rk);
+            b.kv_store(c, ki.t, v.t.slice_rows(i, 1), pi.t);
           }
         }
         b.kv_store(c, ks.t.slice_rows(0, n), v.t.slice_rows(r0, n), pos);
@@ -446,7 +449,9 @@ TEST(CudaSpecGenerate, RandomHeadGreedyIdenticalAtEveryDepthWithOracle) {
         spec::SpecStats st;
         EXPECT_EQ(speculative(*e, prompt, greedy(n), so, &st), ref)
             << "prompt " << p << " n " << n << " depth " << depth << " oracle 0.7";
-        if (n == 29) EXPECT_GT(st.accepted, 0) << "the oracle's drafts must be accepted";
+        if (n == 29) {
+          EXPECT_GT(st.accepted, 0) << "the oracle's drafts must be accepted";
+        }
       }
     }
   }
