@@ -53,7 +53,8 @@ class MtpGenerator {
   // Before a draft after a plain stretch: only the last kCatchUpRows pending rows are run (the
   // head's rows before them stay stale: a cheaper probe, drafts a little worse, output unchanged).
   void trim_pending();
-  static constexpr int64_t kCatchUpRows = 8;
+  // 7: with the draft row, the catch-up is a head forward of 8 rows, a graph-recordable shape.
+  static constexpr int64_t kCatchUpRows = 7;
   // Step 1 (sampling: on the host): the draft tokens d_1..d_depth after x at position P; `emitted` tokens so far
   // (the oracle's index); q (sampling) receives each draft's distribution.
   std::vector<Token> draft(Token x, int64_t P, int depth, size_t emitted, std::vector<std::vector<Sampler::Prob>>* q);
