@@ -101,7 +101,7 @@ struct AppendOptions {
   // Rows [ids_row0, ids_row0 + ids_from.rows) take their ids from this device I32 [k, 1]
   // tensor (ForwardOptions::ids_from; `tokens` holds placeholders there). The caller names
   // the real ids with set_tokens() before the session uses them (rewind, prefix reuse).
-  Tensor ids_from;
+  Tensor ids_from{};
   int64_t ids_row0 = 0;
 };
 

@@ -103,7 +103,7 @@ struct ForwardOptions {
   // tensor [k, 1] (written by earlier ops: a draft's device argmax) instead of Batch::token,
   // which holds placeholders there (any valid id): the ids never cross to the host. Empty:
   // every id from Batch::token.
-  Tensor ids_from;
+  Tensor ids_from{};
   int64_t ids_row0 = 0;
 };
 
