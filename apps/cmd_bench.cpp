@@ -5,12 +5,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <numeric>
 #include <random>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "bench_spec.h"
+#include "common/error.h"
 #include "common.h"
 #include "backend/backend.h"
 #ifdef DF_HAVE_CUDA
@@ -56,6 +59,7 @@ void register_bench(CLI::App& app) {
     std::string output = "text";
     SpecFlags spec;
     double draft_accept = -1.0;
+    std::string spec_prompt;
   };
   auto f = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed");
@@ -72,6 +76,9 @@ void register_bench(CLI::App& app) {
                   "with --spec mtp: replace each proposal by the known greedy continuation with this probability "
                   "(benchmark of random-weight models)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--spec-prompt", f->spec_prompt,
+                  "with --spec mtp: the spec test's prompt is the first 64 tokens of this text file (default: random ids)")
+      ->check(CLI::ExistingFile);
   cmd->callback([f] {
     ModelFlags mf = f->model;
     if (f->n_prompt.empty()) f->n_prompt.push_back(0);
@@ -151,6 +158,14 @@ void register_bench(CLI::App& app) {
     const bool spec = f->spec.mode == "mtp" || f->spec.mode == "draft-mtp";
     if (spec && f->n_gen > 0) {
       std::vector<Token> sp(prompt.begin(), prompt.begin() + std::min<int64_t>(f->n_prompt[0], 64));
+      if (!f->spec_prompt.empty()) {
+        std::ifstream in(f->spec_prompt, std::ios::binary);
+        std::stringstream text;
+        text << in.rdbuf();
+        sp = engine->tokenizer().encode(text.str().substr(0, 4096), false);
+        sp.resize(std::min<size_t>(sp.size(), 64));
+        if (sp.empty()) throw Error("--spec-prompt: '" + f->spec_prompt + "' gives no tokens");
+      }
       if (sp.empty()) sp.push_back(pick(rng));
       out["spec"] = bench_spec(*engine, sp, f->n_gen, f->reps, f->spec, f->draft_accept);
     }

@@ -103,6 +103,11 @@ struct AppendOptions {
                              // these rows needs no replay (rows <= EngineOptions::max_snapshots)
   bool row_exact = true;     // each row's bits as a one-row forward gives them (decode, verify);
                              // false: prompt kernels (ForwardOptions::row_exact)
+  // Rows [ids_row0, ids_row0 + ids_from.rows) take their ids from this device I32 [k, 1]
+  // tensor (ForwardOptions::ids_from; `tokens` holds placeholders there). The caller names
+  // the real ids with set_tokens() before the session uses them (rewind, prefix reuse).
+  Tensor ids_from{};
+  int64_t ids_row0 = 0;
 };
 
 // One conversation: the model state (KV cache, recurrent state) and the tokens it holds; the
@@ -132,6 +137,9 @@ class Session {
   // selecting its slot (no replay); otherwise from the nearest checkpoint at or before pos,
   // recomputing the tokens after it (or from position 0).
   void rewind(int64_t pos);
+  // The ids of rows [pos0, pos0 + n) of the last append, learned after it (rows whose ids
+  // came from AppendOptions::ids_from): replaces their placeholders in the session's record.
+  void set_tokens(int64_t pos0, const Token* ids, int64_t n);
   // Host copy of output row i's logits.
   std::vector<float> download_logits(const ForwardOutputs& out, int64_t i);
   // Several sessions of one engine advanced together (the server's decode step): appends

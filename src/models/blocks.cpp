@@ -191,6 +191,12 @@ BatchInputs Workspace::upload(const Batch& batch, std::span<ModelState* const> s
   in.ids = inputs_.slice_rows(0, n);
   in.pos = inputs_.slice_rows(n, n);
   in.out_rows = inputs_.slice_rows(2 * n, n_out);
+  if (opt.ids_from.data) {  // device ids over the placeholders (stream order: after the upload)
+    const Tensor& f = opt.ids_from;
+    if (f.type != GgmlType::I32 || f.cols != 1 || opt.ids_row0 < 0 || opt.ids_row0 + f.rows > n)
+      throw Error("forward: ids_from must be an i32 [k, 1] tensor inside the batch's rows");
+    b_.copy(f, in.ids.slice_rows(opt.ids_row0, f.rows));
+  }
   return in;
 }
 
@@ -299,12 +305,14 @@ ForwardOutputs output_head(Backend& b, const OutputHead& H, float eps, Workspace
 // ---- decode steps as graphs ----
 
 ForwardOutputs StepGraphs::run(Backend& b, const Workspace& ws, const BatchInputs& in, const ForwardOptions& opt,
-                               const std::function<ForwardOutputs()>& ops) {
+                               const std::function<ForwardOutputs()>& ops, std::span<const int64_t> extra_key) {
   constexpr int64_t kMaxRows = 8;
   constexpr size_t kMaxEntries = 8;
   if (in.segments.size() != 1 || in.n > kMaxRows) return ops();
-  std::vector<int64_t> key = {static_cast<int64_t>(ws.generation()), in.n, opt.logits, opt.snapshots, opt.row_exact};
+  std::vector<int64_t> key = {static_cast<int64_t>(ws.generation()), in.n, opt.logits, opt.logits_last, opt.snapshots,
+                              opt.row_exact};
   key.insert(key.end(), in.rows.begin(), in.rows.end());
+  key.insert(key.end(), extra_key.begin(), extra_key.end());
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
   if (it == entries_.end()) {  // first time: eagerly, so that every allocation happens now
     if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());

@@ -135,10 +135,12 @@ class Workspace {
 // time and replayed after that; the per-token inputs (ids, positions, output rows) are in
 // device tensors that Workspace::upload refreshes before each replay. Owned by a state (its
 // caches are in the recorded graph). Backends without graphs run every forward eagerly.
+// `extra_key`: what else the recorded ops bake in (e.g. the address of an input tensor that
+// is not in the workspace: the MTP head's hidden_prev).
 class StepGraphs {
  public:
   ForwardOutputs run(Backend& b, const Workspace& ws, const BatchInputs& in, const ForwardOptions& opt,
-                     const std::function<ForwardOutputs()>& ops);
+                     const std::function<ForwardOutputs()>& ops, std::span<const int64_t> extra_key = {});
 
  private:
   struct Entry {

@@ -99,6 +99,12 @@ struct ForwardOptions {
   // gives it (decode, speculative verify). false: prompt prefill, where multi-row kernels in
   // llama.cpp's batched summation order may be used.
   bool row_exact = true;
+  // Rows [ids_row0, ids_row0 + ids_from.rows) take their token ids from this device I32
+  // tensor [k, 1] (written by earlier ops: a draft's device argmax) instead of Batch::token,
+  // which holds placeholders there (any valid id): the ids never cross to the host. Empty:
+  // every id from Batch::token.
+  Tensor ids_from{};
+  int64_t ids_row0 = 0;
 };
 
 // Device tensors, valid until the next forward on this model (they live in the model's

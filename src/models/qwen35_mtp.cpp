@@ -44,6 +44,8 @@ class MtpState final : public ModelState {
 
   KvCache cache;
   int64_t pos = 0, last_pos0 = 0, last_n = 0;
+  blocks::StepGraphs graphs;  // recorded head steps over this cache (draft chain, catch-up rows)
+  bool use_graphs() const { return opt_.graphs; }
 
  private:
   StateOptions opt_;
@@ -95,33 +97,44 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
   if (!st) throw Error("mtp forward: the state was not made by this MTP head");
   ModelState* states[1] = {st};
   b_.set_row_exact(opt.row_exact);
-  const blocks::BatchInputs in = ws_.upload(batch, states, m.n_vocab, ForwardOptions{});
+  ForwardOptions up;  // the head keeps no snapshots; device ids as the caller asks
+  up.ids_from = opt.ids_from;
+  up.ids_row0 = opt.ids_row0;
+  const blocks::BatchInputs in = ws_.upload(batch, states, m.n_vocab, up);
   const int64_t n = in.n, dim = m.n_embd;
   if (hidden_prev.type != GgmlType::F32 || hidden_prev.cols != dim || hidden_prev.rows != n)
     throw Error("mtp forward: hidden_prev must be f32 [rows, n_embd]");
   const Tensor x = x_.slice_rows(0, n), xn = xn_.slice_rows(0, n), e = e_.slice_rows(0, n);
   const Tensor cat = cat_.slice_rows(0, n);
-  b_.get_rows(embed_, in.ids, e);                               // e [n, dim]
-  b_.rms_norm(e, enorm_, m.rms_eps, cat.slice_cols(0, dim));    // cat [n, 2 * dim] = [enorm(e) ; hnorm(h)]
-  b_.rms_norm(hidden_prev, hnorm_, m.rms_eps, cat.slice_cols(dim, dim));
-  b_.matmul(eh_proj_, cat, x);                                  // x [n, dim]
-  b_.rms_norm(x, block_.attn_norm, m.rms_eps, xn);
-  KvCache* caches[1] = {&st->cache};
-  blocks::attention(b_, block_.attn, shape_, attn_, in, caches, xn);
-  b_.add(x, xn);                                                // residual
-  b_.rms_norm(x, block_.post_norm, m.rms_eps, xn);
-  if (hp_.moe) {
-    const Tensor ffn = ffn_out_.slice_rows(0, n);
-    moe_ffn(b_, hp_.moe_shape, block_.moe, moe_, xn, ffn);       // ffn [n, dim]
-    b_.add(x, ffn);
-  } else {
-    blocks::swiglu_ffn(b_, block_.ffn, xn, gate_.slice_rows(0, n), up_.slice_rows(0, n), xn);
-    b_.add(x, xn);
-  }
+  auto ops = [&] {
+    b_.get_rows(embed_, in.ids, e);                               // e [n, dim]
+    b_.rms_norm(e, enorm_, m.rms_eps, cat.slice_cols(0, dim));    // cat [n, 2 * dim] = [enorm(e) ; hnorm(h)]
+    b_.rms_norm(hidden_prev, hnorm_, m.rms_eps, cat.slice_cols(dim, dim));
+    b_.matmul(eh_proj_, cat, x);                                  // x [n, dim]
+    b_.rms_norm(x, block_.attn_norm, m.rms_eps, xn);
+    KvCache* caches[1] = {&st->cache};
+    blocks::attention(b_, block_.attn, shape_, attn_, in, caches, xn);
+    b_.add(x, xn);                                                // residual
+    b_.rms_norm(x, block_.post_norm, m.rms_eps, xn);
+    if (hp_.moe) {
+      const Tensor ffn = ffn_out_.slice_rows(0, n);
+      moe_ffn(b_, hp_.moe_shape, block_.moe, moe_, xn, ffn);       // ffn [n, dim]
+      b_.add(x, ffn);
+    } else {
+      blocks::swiglu_ffn(b_, block_.ffn, xn, gate_.slice_rows(0, n), up_.slice_rows(0, n), xn);
+      b_.add(x, xn);
+    }
+    return blocks::output_head(b_, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
+  };
+  // A repeated head step (the draft chain's one-row steps, catch-up rows of one length)
+  // replays as a recorded graph; hidden_prev's address is baked into it. A MoE head runs
+  // eagerly, as the qwen35moe trunk does (no graphs there yet).
+  const int64_t hkey[2] = {reinterpret_cast<int64_t>(hidden_prev.data), static_cast<int64_t>(hidden_prev.stride)};
+  const ForwardOutputs out = st->use_graphs() && !hp_.moe ? st->graphs.run(b_, ws_, in, opt, ops, hkey) : ops();
   st->last_pos0 = in.segments[0].pos0;
   st->last_n = n;
   st->pos = st->last_pos0 + n;
-  return blocks::output_head(b_, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
+  return out;
 }
 
 }  // namespace df::qwen35

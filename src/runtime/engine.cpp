@@ -167,12 +167,25 @@ ForwardOutputs Session::append(const std::vector<Token>& tokens, const AppendOpt
   fo.logits = opt.logits;
   fo.snapshots = opt.snapshots && !state_->rewindable();
   fo.row_exact = opt.row_exact;
+  fo.ids_from = opt.ids_from;
+  fo.ids_row0 = opt.ids_row0;
   ForwardOutputs out = step(tokens.data(), n, pos0, opt.all_outputs, true, fo);
   if (fo.snapshots) {
     snap_pos0_ = pos0;
     snap_n_ = n;
   }
   return out;
+}
+
+void Session::set_tokens(int64_t pos0, const Token* ids, int64_t n) {
+  if (pos0 < 0 || n < 0 || pos0 + n > static_cast<int64_t>(cache_tokens_.size()))
+    throw Error("set_tokens: rows outside the session's tokens");
+  for (int64_t i = 0; i < n; ++i) {
+    const auto at = static_cast<size_t>(pos0 + i);
+    cache_tokens_[at] = ids[i];
+    if (at < tokens_.size()) tokens_[at] = ids[i];
+  }
+  // The state itself was computed from the real ids: checkpoints stay valid.
 }
 
 void Session::rewind(int64_t pos) {

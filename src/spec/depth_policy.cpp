@@ -17,13 +17,15 @@ constexpr double kCostKeep = 0.8;    // weight of the cost table per new timing
 DepthPolicy::DepthPolicy(int max_depth, bool fixed, std::vector<double> verify, double head)
     : max_depth_(max_depth), fixed_(fixed), verify_(std::move(verify)), head_(head),
       hits_(static_cast<size_t>(max_depth), kPriorHits), tries_(static_cast<size_t>(max_depth), kPriorTries),
-      cycle_(static_cast<size_t>(max_depth) + 1, 0.0) {
+      cycle_(static_cast<size_t>(max_depth) + 1, 0.0), seen_(static_cast<size_t>(max_depth) + 1, 0) {
   if (max_depth < 1) throw Error("draft depth must be at least 1");
   if (static_cast<int>(verify_.size()) < max_depth + 1) throw Error("cost table shorter than the deepest draft + 1");
 }
 
 void DepthPolicy::observe_cycle(int depth, double seconds) {
   if (depth < 0 || depth > max_depth_) return;
+  // The first cycles of a depth run eagerly and record its graphs (CUDA): not its cost.
+  if (seen_[static_cast<size_t>(depth)]++ < kWarmCycles) return;
   double& c = cycle_[static_cast<size_t>(depth)];
   c = c > 0.0 ? kCostKeep * c + (1.0 - kCostKeep) * seconds : seconds;
 }

@@ -40,6 +40,10 @@ class DepthPolicy {
   double head_;
   std::vector<double> hits_, tries_;  // decayed counts per draft position
   std::vector<double> cycle_;         // [max_depth + 1] measured cycle seconds (0: none yet)
+  std::vector<int> seen_;             // [max_depth + 1] cycles observed per depth
+  // Observations skipped per depth: a shape's first forward runs eagerly and its second
+  // records the device graph (StepGraphs), both far slower than the replays that follow.
+  static constexpr int kWarmCycles = 2;
   int plain_left_ = 0;                // plain steps left in the current stretch
   int stretch_ = kPlainStretch;       // length of the next stretch
   bool probing_ = false;              // the last depth was a stretch's closing probe

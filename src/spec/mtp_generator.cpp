@@ -54,6 +54,7 @@ MtpGenerator::MtpGenerator(Session& session, const GenerateOptions& opt, const S
   so.n_ctx = session.n_ctx();
   so.max_chunk = rows_;
   so.kv_f32 = session.engine().options().kv_f32;
+  so.graphs = session.engine().options().graphs;
   head_state_ = head_.new_state(so);
   hin_ = alloc_tensor(b_, GgmlType::F32, dim_, rows_, buffers_);
   g_ = alloc_tensor(b_, GgmlType::F32, dim_, 1, buffers_);
@@ -112,13 +113,14 @@ void MtpGenerator::measure_costs() {
 }
 
 ForwardOutputs MtpGenerator::head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden,
-                                          bool output) {
+                                          bool output, const Tensor& ids_from) {
   // The head's KV cache is pure attention: rows past pos0 (earlier drafts) are overwritten.
   if (pos0 > 0 && head_state_->position() > pos0) head_state_->truncate(pos0);
   const Batch batch = Batch::sequence(ids, n, pos0, false, output);
   ForwardOptions fo;
   fo.logits = output;
   fo.row_exact = n == 1;  // drafts never change the output: catch-up rows take the batched kernels
+  fo.ids_from = ids_from;
   return head_.forward(*head_state_, batch, hidden, fo);
 }
 
@@ -211,6 +213,34 @@ std::vector<Token> MtpGenerator::draft(Token x, int64_t P, int depth, size_t emi
   return d;
 }
 
+void MtpGenerator::oracle_on_device(int row, size_t index) {
+  if (spec_.draft_accept < 0.0 || index >= spec_.oracle.size()) return;
+  std::uniform_real_distribution<double> u(0.0, 1.0);  // the same draws as oracle_or
+  if (u(oracle_rng_) < spec_.draft_accept) b_.upload(best_.slice_rows(row, 1), &spec_.oracle[index], sizeof(Token));
+}
+
+void MtpGenerator::draft_on_device(Token x, int64_t P, int depth, size_t emitted) {
+  const double t0 = now_seconds();
+  trim_pending();
+  std::vector<Token> rows = pend_tokens_;
+  rows.push_back(x);  // positions head_pos_ .. P
+  const auto len = static_cast<int64_t>(rows.size());
+  if (head_pos_ + len - 1 != P) throw Error("mtp: the head's rows are out of step with the trunk");
+  ForwardOutputs o = head_forward(rows.data(), len, head_pos_, hin_.slice_rows(0, len), true);
+  head_pos_ = P + 1;
+  pend_tokens_.clear();
+  const Token placeholder = x;  // any valid id: the row's id comes from best_
+  for (int i = 0; i < depth; ++i) {
+    if (i > 0) {
+      b_.copy(o.hidden, g_);  // chain: the head's own hidden state (after shared_head_norm)
+      o = head_forward(&placeholder, 1, P + i, g_, true, best_.slice_rows(i - 1, 1));
+    }
+    b_.argmax(o.logits.slice_rows(0, 1), best_.slice_rows(i, 1));  // d_{i+1} -> best_ row i
+    oracle_on_device(i, emitted + static_cast<size_t>(i));
+  }
+  stats_.head_seconds += now_seconds() - t0;
+}
+
 std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std::function<bool(Token)>& on_token) {
   const Tokenizer& tok = session_.engine().tokenizer();
   const bool greedy = opt_.sampling.temperature <= 0.0f;
@@ -236,7 +266,8 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
   };
 
   std::vector<std::vector<Sampler::Prob>> q;
-  std::vector<int32_t> a;
+  std::vector<int32_t> a, ids;
+  std::vector<Token> d;
   std::vector<float> logits_host;
   std::vector<Sampler::Prob> p;
   while (emit(x, P)) {
@@ -256,19 +287,33 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
       continue;
     }
     const double th = now_seconds();
-    const std::vector<Token> d = draft(x, P, depth, out.size(), greedy ? nullptr : &q);
-    std::vector<Token> rows{x};
-    rows.insert(rows.end(), d.begin(), d.end());
     AppendOptions ao;
     ao.all_outputs = true;
     ao.snapshots = true;
-    const ForwardOutputs o = session_.append(rows, ao);  // verify: depth + 1 rows at P
+    ForwardOutputs o;
+    if (greedy) {
+      // Drafts, verify and argmaxes on the device; one download per cycle: the drafts d_1..d_N
+      // (best_ rows 0..N-1) and the trunk's argmaxes a_0..a_N (rows N..2N).
+      draft_on_device(x, P, depth, out.size());
+      const std::vector<Token> rows(static_cast<size_t>(depth + 1), x);  // rows 1..N: ids from best_
+      ao.ids_from = best_.slice_rows(0, depth);
+      ao.ids_row0 = 1;
+      o = session_.append(rows, ao);  // verify: depth + 1 rows at P
+      b_.argmax(o.logits, best_.slice_rows(depth, depth + 1));
+      ids.resize(static_cast<size_t>(2 * depth + 1));
+      b_.download(best_.slice_rows(0, 2 * depth + 1), ids.data(), ids.size() * sizeof(int32_t));
+      d.assign(ids.begin(), ids.begin() + depth);
+      a.assign(ids.begin() + depth, ids.end());
+      session_.set_tokens(P + 1, d.data(), depth);
+    } else {
+      d = draft(x, P, depth, out.size(), &q);
+      std::vector<Token> rows{x};
+      rows.insert(rows.end(), d.begin(), d.end());
+      o = session_.append(rows, ao);  // verify: depth + 1 rows at P
+    }
     int j = 0;
     Token next = 0;
     if (greedy) {
-      a.resize(static_cast<size_t>(depth + 1));
-      b_.argmax(o.logits, best_.slice_rows(0, depth + 1));
-      b_.download(best_.slice_rows(0, depth + 1), a.data(), a.size() * sizeof(int32_t));
       while (j < depth && d[static_cast<size_t>(j)] == a[static_cast<size_t>(j)]) ++j;
       next = a[static_cast<size_t>(j)];
     } else {  // speculative sampling: accept d_i with probability min(1, p/q), else the residual

@@ -53,12 +53,22 @@ class MtpGenerator {
   // Before a draft after a plain stretch: only the last kCatchUpRows pending rows are run (the
   // head's rows before them stay stale: a cheaper probe, drafts a little worse, output unchanged).
   void trim_pending();
-  static constexpr int64_t kCatchUpRows = 8;
-  // Step 1: the draft tokens d_1..d_depth after x at position P; `emitted` tokens so far
+  // 7: with the draft row, the catch-up is a head forward of 8 rows, a graph-recordable shape.
+  static constexpr int64_t kCatchUpRows = 7;
+  // Step 1 (sampling: on the host): the draft tokens d_1..d_depth after x at position P; `emitted` tokens so far
   // (the oracle's index); q (sampling) receives each draft's distribution.
   std::vector<Token> draft(Token x, int64_t P, int depth, size_t emitted, std::vector<std::vector<Sampler::Prob>>* q);
-  // A head forward of n rows at pos0 with hidden [n, dim]; outputs for the last row if asked.
-  ForwardOutputs head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden, bool output);
+  // Greedy step 1 on the device: d_{i+1} = the device argmax of the head's logits, written to
+  // best_ row i; the next head step reads its id from there (ForwardOptions::ids_from). No id
+  // crosses to the host while drafting; the verify reads best_ rows 0..depth-1 likewise.
+  void draft_on_device(Token x, int64_t P, int depth, size_t emitted);
+  // The oracle of --draft-accept on the device: with probability P, best_ row `row` becomes
+  // the known continuation (the same random draws as oracle_or).
+  void oracle_on_device(int row, size_t emitted_index);
+  // A head forward of n rows at pos0 with hidden [n, dim]; outputs for the last row if asked;
+  // ids_from (non-empty): the rows' ids from that device tensor.
+  ForwardOutputs head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden, bool output,
+                              const Tensor& ids_from = {});
   // Output row `row` of o: its argmax on the device (greedy) or a draw (dist: the distribution).
   Token pick(const ForwardOutputs& o, int64_t row, std::vector<Sampler::Prob>* dist);
   Token oracle_or(Token proposal, size_t emitted_index);
@@ -74,7 +84,7 @@ class MtpGenerator {
   std::vector<std::shared_ptr<Buffer>> buffers_;
   Tensor hin_;     // [rows_, dim] head input hidden states: row i is h_{head_pos_ + i - 1}
   Tensor g_;       // [1, dim] the head's own hidden state when chaining drafts
-  Tensor best_;    // [rows_, 1] i32 device argmax
+  Tensor best_;    // [rows_, 1] i32 device argmax (greedy cycle: drafts, then the verify's argmaxes)
   int64_t head_pos_ = 0;            // the head's next row position (rows below are written)
   std::vector<Token> pend_tokens_;  // tokens at positions head_pos_.. not yet run by the head
   std::unique_ptr<DepthPolicy> policy_;

@@ -22,6 +22,7 @@
 #include <random>
 
 #include "../unit/op_test_util.h"
+#include "cuda_model_files.h"
 #include "cuda_test_util.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
@@ -31,36 +32,6 @@
 
 namespace df::cudatest {
 namespace {
-
-namespace fs = std::filesystem;
-
-// df_make_model next to this test binary (the GPU machine gets both in one folder), else
-// the one of the build tree.
-std::string make_model_tool() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path near = self.parent_path() / "df_make_model";
-    if (fs::exists(near)) return near.string();
-  }
-  return DF_MAKE_MODEL;
-}
-
-std::string source_file(const std::string& rel) {
-  const fs::path built = fs::path(DF_SOURCE_DIR) / rel;
-  if (fs::exists(built)) return built.string();
-  return rel;  // relative to the working directory (the repository root)
-}
-
-std::string make_model(const std::string& name, const std::string& args) {
-  const fs::path dir = fs::temp_directory_path() / ("df_cuda_tests_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const std::string path = (dir / (name + ".gguf")).string();
-  const std::string cmd = make_model_tool() + " -o " + path + " --vocab-text " +
-                          source_file("tools/make_model/vocab_corpus.txt") + " " + args + " > /dev/null";
-  if (std::system(cmd.c_str()) != 0) throw Error("failed: " + cmd);
-  return path;
-}
 
 // A copy of the GGUF at `path` with every tensor dequantized to F32 (metadata as it is).
 std::string dequantized_copy(const std::string& path) {
