@@ -35,6 +35,7 @@ struct EngineOptions {
   int64_t prefill_chunk = 512; // tokens per forward pass during prefill
   bool kv_f32 = false;         // F16 KV cache unless set
   bool graphs = true;          // replay repeated decode steps as device graphs (CUDA)
+  bool fuse = true;            // fused ops (norm into matvecs, ...) in fewer launches (CUDA)
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV
   // cache to any position and keep none). A session keeps one at the end of each prompt and
   // of each generation, and one every `checkpoint_every` tokens (0: none), at most

@@ -38,4 +38,40 @@ Tensor alloc_tensor(Backend& b, GgmlType type, int64_t cols, int64_t rows,
   return t;
 }
 
+// ---- the fused ops' unfused defaults ----
+
+void Backend::norm_matmuls(const Tensor& x, const Tensor& norm, float eps, const Tensor& xn,
+                           std::span<const Projection> proj) {
+  rms_norm(x, norm, eps, xn);
+  for (const Projection& p : proj) {
+    matmul(p.W, xn, p.y);
+    if (p.epi == Epilogue::SIGMOID) unary(UnaryOp::SIGMOID, p.y, p.y);
+    if (p.epi == Epilogue::SOFTPLUS_SCALE) softplus_scale(p.y, p.bias, p.scale, p.y);
+  }
+}
+
+void Backend::norm_swiglu(const Tensor& x, const Tensor& norm, float eps, const Tensor& xn, const Tensor& Wg,
+                          const Tensor& Wu, const Tensor& gate, const Tensor& up) {
+  rms_norm(x, norm, eps, xn);
+  matmul(Wg, xn, gate);
+  matmul(Wu, xn, up);
+  swiglu(gate, up, gate);
+}
+
+void Backend::matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp, const Tensor& acc) {
+  matmul(W, x, tmp);
+  add(acc, tmp);
+}
+
+void Backend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                           const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
+                           const RopeParams& rk, KvCache* cache) {
+  const int64_t hd = rq.head_dim;
+  rms_norm(q.reshape(hd), q_norm, eps, q.reshape(hd));
+  rms_norm(k.reshape(hd), k_norm, eps, k.reshape(hd));
+  rope(q, pos, rq);
+  rope(k, pos, rk);
+  if (cache) kv_store(*cache, k, v, pos);
+}
+
 }  // namespace df

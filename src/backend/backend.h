@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,15 @@ class Buffer {
 };
 
 enum class UnaryOp { SILU, SIGMOID, SOFTPLUS };
+
+// One projection of Backend::norm_matmuls: y = W . xn, then an elementwise epilogue.
+enum class Epilogue { NONE, SIGMOID, SOFTPLUS_SCALE };
+struct Projection {
+  Tensor W;            // [m, k] weight
+  Tensor y;            // [n, m]
+  Epilogue epi = Epilogue::NONE;
+  Tensor bias{}, scale{};  // SOFTPLUS_SCALE: [1, m] f32 each
+};
 
 // One attention layer's KV cache. Its layout is the backend's choice (the CPU backend keeps
 // V transposed, [kv_dim, capacity], so the product with the probabilities is a dot over
@@ -160,6 +170,30 @@ class Backend {
   virtual void add(const Tensor& x, const Tensor& y) = 0;
   // dst rows = src rows (same shape and type)
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+
+  // ---- fused ops ----
+  // Each one's default implementation runs exactly the ops its comment names, in that order:
+  // a backend that does not override them (the CPU one) computes the same bits as those ops.
+  // A backend may do them in fewer launches and passes (within its op tests' budgets, and
+  // keeping row-exact mode's guarantee). Scratch tensors named below may be left unwritten.
+  //
+  // rms_norm(x, norm, eps, xn); then per projection matmul(W, xn, y) and its epilogue
+  // (SIGMOID: unary(SIGMOID, y, y); SOFTPLUS_SCALE: softplus_scale(y, bias, scale, y)).
+  // x, xn [n, k] (xn: scratch).
+  virtual void norm_matmuls(const Tensor& x, const Tensor& norm, float eps, const Tensor& xn,
+                            std::span<const Projection> proj);
+  // rms_norm(x, norm, eps, xn); matmul(Wg, xn, gate); matmul(Wu, xn, up); swiglu(gate, up, gate):
+  // gate [n, m] = silu(Wg . xn) * (Wu . xn)  (xn [n, k], up [n, m]: scratch).
+  virtual void norm_swiglu(const Tensor& x, const Tensor& norm, float eps, const Tensor& xn, const Tensor& Wg,
+                           const Tensor& Wu, const Tensor& gate, const Tensor& up);
+  // matmul(W, x, tmp); add(acc, tmp): acc [n, m] += W . x  (tmp [n, m]: scratch).
+  virtual void matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp, const Tensor& acc);
+  // Per-head rms_norm of q (weight q_norm) and k (k_norm) in place (rows of head_dim),
+  // rope(q, pos, rq), rope(k, pos, rk); then, when cache is not null, kv_store(*cache, k, v, pos).
+  // q [n, rq.n_head * hd], k and v [n, rk.n_head * hd].
+  virtual void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                            const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
+                            const RopeParams& rk, KvCache* cache);
 
   // ---- ops of recurrent (linear attention) layers and gates ----
   // Elementwise y = f(x) over [n, k] f32 tensors (x may equal y).

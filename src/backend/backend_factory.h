@@ -22,6 +22,7 @@ struct BackendOptions {
   std::string device = "auto";  // cpu | cuda | auto (CUDA when built in and a GPU is present)
   CpuBackendOptions cpu;
   int cuda_device = 0;          // GPU ordinal for `cuda`
+  bool cuda_fuse = true;        // `cuda`: fused ops in fewer launches (false: unfused, to compare)
 };
 
 // Throws df::Error for an unknown device name, `cuda` in a build without the CUDA backend

@@ -213,6 +213,7 @@ AttnShape attn_shape(const ModelInfo& m, const int32_t sections[4]) {
   s.rope.freq_base = m.rope_base;
   for (int i = 0; i < 4; ++i) s.rope.sections[i] = sections ? sections[i] : 0;
   s.eps = m.rms_eps;
+  s.eps_block = m.rms_eps;
   return s;
 }
 
@@ -245,36 +246,55 @@ Tensor head_half(const Tensor& qg, int64_t n_head, int64_t hd, int64_t part) {
 
 }  // namespace
 
-void attention(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
-               std::span<KvCache* const> caches, const Tensor& xn) {
+namespace {
+
+// The attention block after its projections t.q (or t.qg), t.k, t.v: q/k norms, RoPE, KV store
+// and attention per sequence, the gate -> t.att [n, n_head * hd].
+void attention_core(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
+                    std::span<KvCache* const> caches) {
   const int64_t n = in.n, hd = s.attn.head_dim, nh = s.attn.n_head;
   const Tensor q = t.q.slice_rows(0, n), k = t.k.slice_rows(0, n), v = t.v.slice_rows(0, n);
   const Tensor att = t.att.slice_rows(0, n);
   if (W.gated) {
     const Tensor qg = t.qg.slice_rows(0, n), gate = t.gate.slice_rows(0, n);
-    b.matmul(W.wq, xn, qg);                                   // qg [n, n_head * 2 * hd]
     b.copy(head_half(qg, nh, hd, 0), q.reshape(hd));          // q [n, n_head * hd]
     b.copy(head_half(qg, nh, hd, 1), gate.reshape(hd));       // gate [n, n_head * hd]
-  } else {
-    b.matmul(W.wq, xn, q);                                    // q [n, n_head * hd]
   }
-  b.matmul(W.wk, xn, k);                                      // k [n, n_head_kv * hd]
-  b.matmul(W.wv, xn, v);                                      // v [n, n_head_kv * hd]
-  b.rms_norm(q.reshape(hd), W.q_norm, s.eps, q.reshape(hd));  // per head
-  b.rms_norm(k.reshape(hd), W.k_norm, s.eps, k.reshape(hd));
   RopeParams rq = s.rope, rk = s.rope;
   rq.n_head = s.attn.n_head;
   rk.n_head = s.attn.n_head_kv;
-  b.rope(q, in.pos, rq);
-  b.rope(k, in.pos, rk);
+  const bool one = in.segments.size() == 1;                   // one sequence: its KV store fused
+  b.qk_norm_rope(q, k, v, W.q_norm, W.k_norm, s.eps, in.pos, rq, rk, one ? caches[0] : nullptr);
   for (size_t i = 0; i < in.segments.size(); ++i) {           // per sequence: its own cache
     const Segment& g = in.segments[i];
     const Tensor pos = BatchInputs::rows_of(in.pos, g);
-    b.kv_store(*caches[i], BatchInputs::rows_of(k, g), BatchInputs::rows_of(v, g), pos);
+    if (!one) b.kv_store(*caches[i], BatchInputs::rows_of(k, g), BatchInputs::rows_of(v, g), pos);
     b.attention(BatchInputs::rows_of(q, g), *caches[i], pos, s.attn, BatchInputs::rows_of(att, g));
   }
   if (W.gated) b.sigmoid_mul(t.gate.slice_rows(0, n), att, att);
-  b.matmul(W.wo, att, xn);                                    // xn [n, dim]
+}
+
+// The q (or q + gate), k and v projections of an attention block.
+std::vector<Projection> qkv_projections(const AttnWeights& W, AttnScratch& t, int64_t n) {
+  return {Projection{W.wq, W.gated ? t.qg.slice_rows(0, n) : t.q.slice_rows(0, n)},
+          Projection{W.wk, t.k.slice_rows(0, n)}, Projection{W.wv, t.v.slice_rows(0, n)}};
+}
+
+}  // namespace
+
+void attention(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
+               std::span<KvCache* const> caches, const Tensor& xn) {
+  for (const Projection& p : qkv_projections(W, t, in.n)) b.matmul(p.W, xn, p.y);
+  attention_core(b, W, s, t, in, caches);
+  b.matmul(W.wo, t.att.slice_rows(0, in.n), xn);              // xn [n, dim]
+}
+
+void attention_residual(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
+                        std::span<KvCache* const> caches, const Tensor& x, const Tensor& norm, const Tensor& xn) {
+  const std::vector<Projection> p = qkv_projections(W, t, in.n);
+  b.norm_matmuls(x, norm, s.eps_block, xn, p);               // xn = rms_norm(x) * norm; q, k, v
+  attention_core(b, W, s, t, in, caches);
+  b.matmul_add(W.wo, t.att.slice_rows(0, in.n), xn, x);      // x += wo . att
 }
 
 void swiglu_ffn(Backend& b, const FfnWeights& W, const Tensor& x, const Tensor& gate, const Tensor& up,
@@ -283,6 +303,12 @@ void swiglu_ffn(Backend& b, const FfnWeights& W, const Tensor& x, const Tensor& 
   b.matmul(W.up, x, up);                                      // up [n, n_ff]
   b.swiglu(gate, up, gate);
   b.matmul(W.down, gate, out);                                // out [n, dim]
+}
+
+void swiglu_ffn_residual(Backend& b, const FfnWeights& W, const Tensor& x, const Tensor& norm, float eps,
+                         const Tensor& xn, const Tensor& gate, const Tensor& up) {
+  b.norm_swiglu(x, norm, eps, xn, W.gate, W.up, gate, up);    // gate = silu(gate . xn) * (up . xn)
+  b.matmul_add(W.down, gate, xn, x);                          // x += down . gate
 }
 
 ForwardOutputs output_head(Backend& b, const OutputHead& H, float eps, Workspace& ws, const BatchInputs& in,

@@ -159,6 +159,7 @@ struct AttnShape {
   AttentionParams attn;   // heads, head size, scale 1/sqrt(hd)
   RopeParams rope;        // NeoX over n_rot dims (+ IMROPE sections)
   float eps = 1e-6f;      // q/k norm epsilon
+  float eps_block = 1e-6f;  // the block's input norm epsilon (the model's rms_eps)
 };
 AttnShape attn_shape(const ModelInfo& m, const int32_t sections[4]);
 
@@ -176,9 +177,20 @@ AttnScratch make_attn_scratch(Workspace& ws, const ModelInfo& m, bool gated);
 void attention(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
                std::span<KvCache* const> caches, const Tensor& xn);
 
+// The same with its norm and residual: x [n, dim] += mixer(rms_norm(x) * norm) (norm with
+// epsilon s.eps_block; xn [n, dim] scratch), through the fused backend ops: the same ops in
+// the same order as rms_norm + attention + add.
+void attention_residual(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
+                        std::span<KvCache* const> caches, const Tensor& x, const Tensor& norm, const Tensor& xn);
+
 // SwiGLU MLP: out [n, dim] = down(silu(gate . x) * (up . x)); gate/up scratch [n, n_ff].
 void swiglu_ffn(Backend& b, const FfnWeights& W, const Tensor& x, const Tensor& gate, const Tensor& up,
                 const Tensor& out);
+// The same with its norm and residual: x += down(silu(gate . xn) * (up . xn)), xn =
+// rms_norm(x) * norm (xn scratch), through the fused backend ops (the same ops in the same
+// order as rms_norm + swiglu_ffn + add).
+void swiglu_ffn_residual(Backend& b, const FfnWeights& W, const Tensor& x, const Tensor& norm, float eps,
+                         const Tensor& xn, const Tensor& gate, const Tensor& up);
 
 // The output head over the chosen rows of the residual stream x [n, dim]: gathers them,
 // output_norm -> hidden [n_out, dim], and (opt.logits) the logits [n_out, n_vocab].

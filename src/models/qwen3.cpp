@@ -131,12 +131,9 @@ class Qwen3 final : public Model {
       for (size_t l = 0; l < layers_.size(); ++l) {
         const Layer& L = layers_[l];
         for (size_t i = 0; i < st.size(); ++i) caches[i] = &st[i]->kv_cache[l];
-        b.rms_norm(x, L.attn_norm, hp_.rms_eps, xn);              // xn [n, dim]
-        blocks::attention(b, L.attn, shape_, s_.attn, in, caches, xn);
-        b.add(x, xn);                                             // residual
-        b.rms_norm(x, L.ffn_norm, hp_.rms_eps, xn);
-        blocks::swiglu_ffn(b, L.ffn, xn, gate, up, xn);           // xn [n, dim]
-        b.add(x, xn);
+        // x += attention(rms_norm(x)); x += ffn(rms_norm(x))  (xn [n, dim] scratch)
+        blocks::attention_residual(b, L.attn, shape_, s_.attn, in, caches, x, L.attn_norm, xn);
+        blocks::swiglu_ffn_residual(b, L.ffn, x, L.ffn_norm, hp_.rms_eps, xn, gate, up);
       }
       return blocks::output_head(b, head_, hp_.rms_eps, ws_, in, x, hp_.n_vocab, opt);
     };

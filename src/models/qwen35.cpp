@@ -95,18 +95,16 @@ class Qwen35 final : public Model {
       b.get_rows(tok_embd_, in.ids, x);                         // x [n, dim]
       size_t i_rec = 0, i_att = 0;
       for (const Layer& L : layers_) {
-        b.rms_norm(x, L.attn_norm, m.rms_eps, xn);              // xn [n, dim]
+        // x += mixer(rms_norm(x)); x += ffn(rms_norm(x))  (xn [n, dim] scratch)
         if (L.recurrent) {
-          qwen35::delta_net(b, hp_, L.dn, s_.dn, in, st, i_rec++, opt.snapshots, xn);  // xn <- mixer(xn)
+          qwen35::delta_net_residual(b, hp_, L.dn, s_.dn, in, st, i_rec++, opt.snapshots, x, L.attn_norm, xn);
         } else {
           for (size_t i = 0; i < st.size(); ++i) caches[i] = &st[i]->kv_cache[i_att];
           ++i_att;
-          blocks::attention(b, L.attn, shape_, s_.attn, in, caches, xn);
+          blocks::attention_residual(b, L.attn, shape_, s_.attn, in, caches, x, L.attn_norm, xn);
         }
-        b.add(x, xn);                                           // residual
-        b.rms_norm(x, L.post_norm, m.rms_eps, xn);
-        blocks::swiglu_ffn(b, L.ffn, xn, s_.ffn_gate.slice_rows(0, n), s_.ffn_up.slice_rows(0, n), xn);
-        b.add(x, xn);
+        blocks::swiglu_ffn_residual(b, L.ffn, x, L.post_norm, m.rms_eps, xn, s_.ffn_gate.slice_rows(0, n),
+                                    s_.ffn_up.slice_rows(0, n));
       }
       return blocks::output_head(b, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
     };

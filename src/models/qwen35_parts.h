@@ -117,5 +117,11 @@ DeltaNetScratch make_delta_net_scratch(blocks::Workspace& ws, const Hparams& hp)
 void delta_net(Backend& b, const Hparams& hp, const DeltaNetWeights& W, const DeltaNetScratch& t,
                const blocks::BatchInputs& in, const std::vector<State*>& st, size_t i, bool snapshots,
                const Tensor& xn);
+// The same with its norm and residual: x [n, dim] += mixer(rms_norm(x) * norm) (xn [n, dim]
+// scratch), through the fused backend ops (the same ops, same order, as rms_norm +
+// delta_net + add).
+void delta_net_residual(Backend& b, const Hparams& hp, const DeltaNetWeights& W, const DeltaNetScratch& t,
+                        const blocks::BatchInputs& in, const std::vector<State*>& st, size_t i, bool snapshots,
+                        const Tensor& x, const Tensor& norm, const Tensor& xn);
 
 }  // namespace df::qwen35

@@ -6,7 +6,10 @@
 //   native: the CPU backend on the file as it is. For quantized weights it rounds activations
 //     to the weight's dot format as llama.cpp does (Q8_0 / Q8_K blocks; BF16 for BF16 weights),
 //     the GPU keeps f32 activations: budgets (issue 9) NMSE <= 1e-4 for F32/F16 weights and
-//     <= 1e-3 for quantized ones (BF16 counted with them: its activations keep 8 bits).
+//     <= 1e-3 for quantized ones (BF16 counted with them: its activations keep 8 bits), for
+//     CUDA's own error on top of the native CPU's measured error against the exact reference
+//     at that position (printed; it is what the CPU's activation rounding costs, and on the
+//     random qwen35 Q8_0 model alone it exceeds 1e-3).
 //   exact: the CPU backend on a copy of the file with every weight dequantized to F32 (the
 //     same function, f32 activations): NMSE <= 1e-4 for every type.
 // Greedy: both backends follow the exact reference's greedy sequence; a step where the GPU's
@@ -19,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <random>
 
 #include "../unit/op_test_util.h"
@@ -91,18 +95,32 @@ std::vector<float> logits_by_chunks(Model& m, const std::vector<int32_t>& tokens
   return out;
 }
 
-void expect_logits_close(const std::vector<float>& ref, const std::vector<float>& got, int64_t V, double budget,
-                         const std::string& what) {
+// Per-position NMSE of got against ref.
+std::vector<double> nerr_by_position(const std::vector<float>& ref, const std::vector<float>& got, int64_t V) {
   const int64_t T = static_cast<int64_t>(ref.size()) / V;
-  double worst = 0;
+  std::vector<double> e;
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<float> a(ref.begin() + t * V, ref.begin() + (t + 1) * V);
     const std::vector<float> b(got.begin() + t * V, got.begin() + (t + 1) * V);
-    const double e = optest::nerr(a, b);
-    worst = std::max(worst, e);
-    EXPECT_LE(e, budget) << what << ": position " << t;
+    e.push_back(optest::nerr(a, b));
   }
-  std::printf("%s: worst per-position NMSE %.3g (budget %.0e)\n", what.c_str(), worst, budget);
+  return e;
+}
+
+// Every position within budget (plus allowance[t], when given: see the native comparison).
+void expect_logits_close(const std::vector<float>& ref, const std::vector<float>& got, int64_t V, double budget,
+                         const std::string& what, const std::vector<double>* allowance = nullptr) {
+  const std::vector<double> e = nerr_by_position(ref, got, V);
+  double worst = 0;
+  int over = 0;  // positions past the plain budget (passing only with the allowance)
+  for (size_t t = 0; t < e.size(); ++t) {
+    worst = std::max(worst, e[t]);
+    const double extra = allowance ? (*allowance)[t] : 0.0;
+    if (e[t] > budget) ++over;
+    EXPECT_LE(e[t], budget + extra) << what << ": position " << t << " (allowance " << extra << ")";
+  }
+  std::printf("%s: worst per-position NMSE %.3g (budget %.0e%s), %d of %zu positions above %.0e\n", what.c_str(),
+              worst, budget, allowance ? " + the native CPU's own NMSE vs exact" : "", over, e.size(), budget);
 }
 
 struct ModelCase {
@@ -131,12 +149,21 @@ TEST_P(CudaModels, LogitsAtEveryPositionAndGreedy) {
   const std::vector<int32_t> head(tokens.begin(), tokens.begin() + N);
   const auto ref_native = logits_by_chunks(*native.model, head, {N});
   auto first = [&](const std::vector<float>& l) { return std::vector<float>(l.begin(), l.begin() + N * V); };
+  // The native CPU's own error: its rounding of activations (Q8_0 / Q8_K / BF16 dot formats)
+  // against the exact reference. The GPU keeps f32 activations, so CUDA vs native CPU is at
+  // least this far apart whatever the GPU does: per position, the issue's budget applies to
+  // CUDA's error on top of it (errors add in MSE: nerr(native, cuda) ~ nerr(native, exact) +
+  // nerr(exact, cuda)), and CUDA vs exact keeps its own 1e-4 budget.
+  const std::vector<double> cpu_own = nerr_by_position(first(ref), ref_native, V);
+  std::printf("%s: native cpu vs exact: worst per-position NMSE %.3g, mean %.3g\n", c.name.c_str(),
+              *std::max_element(cpu_own.begin(), cpu_own.end()),
+              std::accumulate(cpu_own.begin(), cpu_own.end(), 0.0) / static_cast<double>(cpu_own.size()));
   const auto prefilled = logits_by_chunks(*gpu_m.model, tokens, {5, 35, 110});
   expect_logits_close(ref, prefilled, V, 1e-4, c.name + " prefill 5+35+110 vs exact");
-  expect_logits_close(ref_native, first(prefilled), V, c.budget, c.name + " prefill 5+35 vs native cpu");
+  expect_logits_close(ref_native, first(prefilled), V, c.budget, c.name + " prefill 5+35 vs native cpu", &cpu_own);
   const auto decoded = logits_by_chunks(*gpu_m.model, tokens, std::vector<int64_t>(T, 1));
   expect_logits_close(ref, decoded, V, 1e-4, c.name + " decode vs exact");
-  expect_logits_close(ref_native, first(decoded), V, c.budget, c.name + " decode vs native cpu");
+  expect_logits_close(ref_native, first(decoded), V, c.budget, c.name + " decode vs native cpu", &cpu_own);
   std::vector<int64_t> mixed(static_cast<size_t>(T - P + 1), 1);
   mixed[0] = P;
   const auto after = logits_by_chunks(*gpu_m.model, tokens, mixed);

@@ -102,6 +102,80 @@ std::vector<OpCase> make_cases() {
                        }});
     }
   }
+  // ---- fused ops (backend.h): the CPU runs their unfused defaults; CUDA fuses them ----
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::F16}) {
+    for (int64_t n : {1, 2, 5}) {
+      const std::string tag = std::string(type_name(t)) + "_n" + std::to_string(n);
+      cases.push_back({"norm_matmuls_" + tag, kMatmul, [t, n](Backend& b, DeviceData& d) {
+                         const int64_t k = 512;
+                         const Tensor x = d.f32(randn(static_cast<size_t>(k * n), 60, 2.0f), k);
+                         const Tensor w = d.f32(randn(k, 61), k), xn = d.zeros(k, n);
+                         // three of type t (one launch on CUDA), then an F32 one (a second group)
+                         std::vector<Projection> p;
+                         const int64_t ms[] = {70, 64, 48, 40};
+                         for (int i = 0; i < 4; ++i) {
+                           const GgmlType ti = i < 3 ? t : GgmlType::F32;
+                           p.push_back(Projection{d.weight(ti, randn(static_cast<size_t>(k * ms[i]), 62 + i, 0.1f), k),
+                                                  d.zeros(ms[i], n)});
+                         }
+                         p[1].epi = Epilogue::SIGMOID;
+                         p[3].epi = Epilogue::SOFTPLUS_SCALE;
+                         p[3].bias = d.f32(randn(40, 70), 40);
+                         p[3].scale = d.f32(randn(40, 71), 40);
+                         b.norm_matmuls(x, w, 1e-6f, xn, p);
+                         std::vector<float> out;
+                         for (const Projection& q : p) {
+                           const auto y = d.read(q.y);
+                           out.insert(out.end(), y.begin(), y.end());
+                         }
+                         return out;
+                       }});
+      cases.push_back({"norm_swiglu_" + tag, kMatmul, [t, n](Backend& b, DeviceData& d) {
+                         const int64_t k = 512, m = 96;
+                         const Tensor x = d.f32(randn(static_cast<size_t>(k * n), 72, 2.0f), k);
+                         const Tensor w = d.f32(randn(k, 73), k), xn = d.zeros(k, n);
+                         const Tensor Wg = d.weight(t, randn(static_cast<size_t>(k * m), 74, 0.1f), k);
+                         const Tensor Wu = d.weight(t, randn(static_cast<size_t>(k * m), 75, 0.1f), k);
+                         const Tensor gate = d.zeros(m, n), up = d.zeros(m, n);
+                         b.norm_swiglu(x, w, 1e-6f, xn, Wg, Wu, gate, up);
+                         return d.read(gate);
+                       }});
+      cases.push_back({"matmul_add_" + tag, kMatmul, [t, n](Backend& b, DeviceData& d) {
+                         const int64_t k = 512, m = 80;
+                         const Tensor W = d.weight(t, randn(static_cast<size_t>(k * m), 76, 0.1f), k);
+                         const Tensor x = d.f32(randn(static_cast<size_t>(k * n), 77), k);
+                         const Tensor acc = d.f32(randn(static_cast<size_t>(m * n), 78), m), tmp = d.zeros(m, n);
+                         b.matmul_add(W, x, tmp, acc);
+                         return d.read(acc);
+                       }});
+    }
+  }
+  for (const int32_t sec : {0, 2}) {  // plain NeoX over part of the head; IMROPE sections
+    cases.push_back({"qk_norm_rope_store_s" + std::to_string(sec), kMatmul, [sec](Backend& b, DeviceData& d) {
+                       const int32_t nh = 4, nkv = 2, hd = 64;
+                       const int64_t n = 3, qd = nh * hd, kvd = nkv * hd, ctx = 16;
+                       const Tensor q = d.f32(randn(static_cast<size_t>(n * qd), 80, 2.0f), qd);
+                       const Tensor k = d.f32(randn(static_cast<size_t>(n * kvd), 81, 2.0f), kvd);
+                       const Tensor v = d.f32(randn(static_cast<size_t>(n * kvd), 82), kvd);
+                       const Tensor qn = d.f32(randn(hd, 83), hd), kn = d.f32(randn(hd, 84), hd);
+                       RopeParams rq;
+                       rq.n_head = nh, rq.head_dim = hd, rq.n_rot = 32, rq.freq_base = 1e4f;
+                       for (int i = 0; i < 4; ++i) rq.sections[i] = sec;
+                       RopeParams rk = rq;
+                       rk.n_head = nkv;
+                       KvCache c = b.alloc_kv_cache(ctx, kvd, GgmlType::F16);
+                       const Tensor pos = d.i32(positions(5, n));
+                       b.qk_norm_rope(q, k, v, qn, kn, 1e-6f, pos, rq, rk, &c);
+                       // the cache through attention: the rows at positions 5..7 see keys 0..7
+                       // (0..4 zero: the cache starts zeroed on every backend)
+                       const Tensor out = d.zeros(qd, n);
+                       b.attention(q, c, pos, AttentionParams{nh, nkv, hd, 0.125f}, out);
+                       std::vector<float> r = d.read(q), kk = d.read(k), o = d.read(out);
+                       r.insert(r.end(), kk.begin(), kk.end());
+                       r.insert(r.end(), o.begin(), o.end());
+                       return r;
+                     }});
+  }
   // ---- mixture of experts: router (ids the same, weights elementwise), grouped expert
   //      products (decode, verify and prefill row counts; x shared or one row per slot), combine ----
   for (const auto& [E, k] : {std::pair<int64_t, int64_t>{8, 2}, {256, 8}}) {

@@ -108,6 +108,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
     throw Error("cuda: device " + std::to_string(opt.device) + " does not exist (" + std::to_string(n) + " found)");
   ctx_ = std::make_unique<CudaContext>(opt.device);
   weights_ = std::make_unique<PackedWeights>();
+  fuse_ = opt.fuse;
 }
 
 CudaBackend::~CudaBackend() {
@@ -182,6 +183,12 @@ const cudamv::PackedWeight& CudaBackend::packed(const Tensor& W) const {
   if (it == weights_->by_data.end() || it->second.rows != W.rows || it->second.cols != W.cols)
     throw Error("cuda backend: matmul's matrix must be a weight from weight() (an f32 one: rows of a multiple of 8)");
   return it->second;
+}
+
+const cudamv::PackedWeight* CudaBackend::find_packed(const Tensor& W) const {
+  const auto it = weights_->by_data.find(W.data);
+  if (it == weights_->by_data.end() || it->second.rows != W.rows || it->second.cols != W.cols) return nullptr;
+  return &it->second;
 }
 
 void CudaBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
@@ -537,6 +544,7 @@ int device_count() { return probe_devices(nullptr); }
 std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   CudaOptions o;
   o.device = opt.cuda_device;
+  o.fuse = opt.cuda_fuse;
   return std::make_unique<CudaBackend>(o);
 }
 

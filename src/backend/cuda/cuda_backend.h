@@ -32,6 +32,7 @@ struct PackedWeights;
 
 struct CudaOptions {
   int device = 0;
+  bool fuse = true;  // false: the fused ops run as their unfused sequences (Backend's defaults)
 };
 
 // CUDA devices this process can use; 0 (and the reason in *why) without a driver or a GPU.
@@ -77,6 +78,16 @@ class CudaBackend final : public Backend {
   void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
                    const Tensor& out) override;
 
+  // ---- fused ops (cuda_fused.cu): the matvec's norm prologue, epilogues, several matrices per
+  // launch, and one kernel for q/k norm + RoPE + KV store ----
+  void norm_matmuls(const Tensor& x, const Tensor& norm, float eps, const Tensor& xn,
+                    std::span<const Projection> proj) override;
+  void norm_swiglu(const Tensor& x, const Tensor& norm, float eps, const Tensor& xn, const Tensor& Wg, const Tensor& Wu,
+                   const Tensor& gate, const Tensor& up) override;
+  void matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp, const Tensor& acc) override;
+  void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                    float eps, const Tensor& pos, const RopeParams& rq, const RopeParams& rk, KvCache* cache) override;
+
   // ---- graphs ----
   std::unique_ptr<OpGraph> record(const std::function<void()>& ops) override;
   void replay(OpGraph& g) override;
@@ -93,8 +104,10 @@ class CudaBackend final : public Backend {
  private:
   const cudamv::PackedWeight& packed(const Tensor& W) const;  // the GPU layout of a weight
   void matvec_rows(const cudamv::PackedWeight& W, const Tensor& x, const Tensor& y);
+  const cudamv::PackedWeight* find_packed(const Tensor& W) const;  // null: not a packed weight
   std::unique_ptr<CudaContext> ctx_;
   std::unique_ptr<PackedWeights> weights_;
+  bool fuse_ = true;
 };
 
 }  // namespace df::cuda

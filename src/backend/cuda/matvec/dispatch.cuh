@@ -6,12 +6,17 @@
 #include <cstdint>
 
 #include "backend/cuda/matvec/dev_common.cuh"
+#include "backend/cuda/matvec/mv_fuse.cuh"
 #include "quant/types.h"
 
 namespace df::cudamv {
 
-bool matvec_raw_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s);
-bool matvec_raw_iq(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s);
+// What a family's matvec launcher did: not its type, launched, or (fusions asked for) this
+// shape cannot fuse them (nothing launched).
+enum class Mv { kNoType, kDone, kNoFuse };
+
+Mv matvec_raw_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
+Mv matvec_raw_iq(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
 bool get_rows_raw_basic(GgmlType t, const PlanarView& v, const int32_t* ids, int n, float* out, cudaStream_t s);
 bool get_rows_raw_iq(GgmlType t, const PlanarView& v, const int32_t* ids, int n, float* out, cudaStream_t s);
 
@@ -30,7 +35,7 @@ namespace df::cudamv {
 struct PackedWeight;
 
 // The planar-layout kernels (family_fast.cu): false when the type has none.
-bool matvec_fast(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s);
+Mv matvec_fast(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
 bool get_rows_fast(const PackedWeight& W, const int32_t* ids, int n, float* out, cudaStream_t s);
 // Workbench: n = 1 in configuration code = 10 * RW (rows per warp) + U (parts in flight per
 // lane) with the format's default x path (codes 11 12 14 21 22 24 41 42), or RW = U = 2 with

@@ -92,9 +92,13 @@ void launch_get_rows(const PlanarView& v, const int32_t* ids, int n, float* out,
 }
 
 template <class... Fs>
-bool matvec_list(FastList<Fs...>, const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s) {
+Mv matvec_list(FastList<Fs...>, const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s,
+               const MvFuse& f) {
   const PlanarView v = planar_view(W);
-  return ((Fs::kType == W.type ? (launch_mv_default<PA<Fs>>(v, x, y, n, s), true) : false) || ...);
+  Mv r = Mv::kNoType;
+  ((Fs::kType == W.type ? (r = launch_mv_default<PA<Fs>>(v, x, y, n, s, f) ? Mv::kDone : Mv::kNoFuse, true) : false) ||
+   ...);
+  return r;
 }
 
 template <class... Fs>
@@ -116,10 +120,10 @@ bool get_rows_list(FastList<Fs...>, const PackedWeight& W, const int32_t* ids, i
 
 }  // namespace
 
-bool matvec_fast(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s) {
-  if (!matvec_list(FastFormats{}, W, x, y, n, s)) return false;
-  check_launch("matvec");
-  return true;
+Mv matvec_fast(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f) {
+  const Mv r = matvec_list(FastFormats{}, W, x, y, n, s, f);
+  if (r == Mv::kDone) check_launch("matvec");
+  return r;
 }
 
 void prepare_fast() { prepare_list(FastFormats{}); }

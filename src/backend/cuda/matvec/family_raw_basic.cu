@@ -9,8 +9,8 @@ namespace {
 using Formats = FormatList<RawQ4_1, RawQ5_0, RawQ5_1, RawIQ4_NL, RawMxfp4, RawNvfp4, RawQ1_0, RawQ2_0, RawQ2_K, RawQ3_K, RawQ5_K>;
 }  // namespace
 
-bool matvec_raw_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s) {
-  return matvec_raw_list(Formats{}, t, v, x, y, n, s);
+Mv matvec_raw_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f) {
+  return matvec_raw_list(Formats{}, t, v, x, y, n, s, f);
 }
 bool get_rows_raw_basic(GgmlType t, const PlanarView& v, const int32_t* ids, int n, float* out, cudaStream_t s) {
   return get_rows_raw_list(Formats{}, t, v, ids, n, out, s);

@@ -8,8 +8,8 @@ namespace {
 using Formats = FormatList<RawIQ2_XXS, RawIQ2_XS, RawIQ2_S, RawIQ3_XXS, RawIQ3_S, RawIQ1_S, RawIQ1_M, RawTQ1_0, RawTQ2_0>;
 }  // namespace
 
-bool matvec_raw_iq(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s) {
-  return matvec_raw_list(Formats{}, t, v, x, y, n, s);
+Mv matvec_raw_iq(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f) {
+  return matvec_raw_list(Formats{}, t, v, x, y, n, s, f);
 }
 bool get_rows_raw_iq(GgmlType t, const PlanarView& v, const int32_t* ids, int n, float* out, cudaStream_t s) {
   return get_rows_raw_list(Formats{}, t, v, ids, n, out, s);

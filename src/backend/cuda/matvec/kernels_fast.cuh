@@ -13,6 +13,7 @@
 
 #include "backend/cuda/matvec/dev_common.cuh"
 #include "backend/cuda/matvec/kernels_raw.cuh"
+#include "backend/cuda/matvec/mv_fuse.cuh"
 
 namespace df::cudamv {
 
@@ -112,30 +113,61 @@ struct RawAdapter {
 
 template <class A, int N, int RW, int U, bool kSmem>
 __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K would take 153 registers
-    mv_kernel(PlanarView v, const float* __restrict__ x, float* __restrict__ y) {
+    mv_kernel(PlanarView v, const float* __restrict__ x, float* __restrict__ y, MvFuse f, int wpr) {
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // wpr warps share each row (split over the row's parts, for matrices of few rows): thread
+  // rl of the row's 32 * wpr takes parts rl, rl + rs, ...; the warps' sums are then added in
+  // warp order. wpr depends on the launch's matrices only (mv_wpr), never on n.
+  const int sub = warp % wpr, wg = warp / wpr, row_warps = kWarps / wpr;
+  const int rl = sub * 32 + lane, rs = 32 * wpr;
   const int nparts = static_cast<int>(v.cols / A::kPartElems);
   const int stride = static_cast<int>(xs_stride(v.cols));
-  const int64_t ngroups = (v.rows + kWarps * RW - 1) / (kWarps * RW);
+  // Matrices of this launch (mv_fuse.cuh): group g < g0 is matrix 0's, then matrix 1's, 2's.
+  // A SwiGLU pair (RW == 2) gives each warp row `row` of matrix 0 and of matrix 1.
+  const bool pair = RW == 2 && f.swiglu;
+  const int64_t per_group = pair ? row_warps : row_warps * RW;
+  const int64_t g0 = (v.rows + per_group - 1) / per_group;
+  const int64_t g1 = pair || f.nmat < 2 ? 0 : (f.rows[0] + per_group - 1) / per_group;
+  const int64_t g2 = pair || f.nmat < 3 ? 0 : (f.rows[1] + per_group - 1) / per_group;
+  const int64_t ngroups = g0 + g1 + g2;
 
   const uint8_t* qr[RW];
   const uint8_t* mr[RW];
+  int mat = 0;        // the matrix of the current group
+  int64_t lg = 0;     // the group within it
+  // Per-matrix fields by constant index only (a run-time index into the kernel parameters
+  // copies them to local memory: measured ~10 % slower on short rows).
+  auto rows_of = [&](int m) { return m == 0 ? v.rows : m == 1 ? f.rows[0] : f.rows[1]; };
+  auto q_of = [&](int m) { return m == 0 ? v.q : m == 1 ? f.q[0] : f.q[1]; };
+  auto m_of = [&](int m) { return m == 0 ? v.m : m == 1 ? f.m[0] : f.m[1]; };
   auto set_rows = [&](int64_t g) {
+    mat = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;
+    lg = mat == 0 ? g : mat == 1 ? g - g0 : g - g0 - g1;
+    const int64_t rows = rows_of(mat);
+    const uint8_t* qb = q_of(mat);
+    const uint8_t* mb = m_of(mat);
 #pragma unroll
     for (int r = 0; r < RW; ++r) {
-      int64_t row = (g * kWarps + warp) * RW + r;
-      row = row < v.rows ? row : v.rows - 1;  // clamped: loads stay valid, the write is skipped
-      qr[r] = v.q + row * v.q_row_bytes;
-      mr[r] = v.m + row * v.m_row_bytes;
+      if (pair) {
+        int64_t row = lg * row_warps + wg;
+        row = row < v.rows ? row : v.rows - 1;  // clamped: loads stay valid, the write is skipped
+        qr[r] = (r == 0 ? v.q : f.q[0]) + row * v.q_row_bytes;
+        mr[r] = (r == 0 ? v.m : f.m[0]) + row * v.m_row_bytes;
+      } else {
+        int64_t row = (lg * row_warps + wg) * RW + r;
+        row = row < rows ? row : rows - 1;
+        qr[r] = qb + row * v.q_row_bytes;
+        mr[r] = mb + row * v.m_row_bytes;
+      }
     }
   };
   typename A::Regs regs[U][RW];
   auto load_chunk = [&](int t0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int t = t0 + 32 * u + lane;
+      const int t = t0 + rs * u + rl;
       if (t < nparts)
 #pragma unroll
         for (int r = 0; r < RW; ++r) A::load(v, qr[r], mr[r], t, nparts, regs[u][r]);
@@ -151,7 +183,35 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   const int sum_stride = static_cast<int>(v.cols / 16);
   if constexpr (kSmem) {
     const int cols = static_cast<int>(v.cols);
-    if constexpr (A::kSums) {  // 16 floats per thread and step, with their sum
+    if (f.norm_w) {  // x rows RMS-normed (times norm_w) in shared memory, then their sums
+      const int total4 = N * cols / 4;
+      for (int i = threadIdx.x; i < total4; i += blockDim.x) {
+        const int e = 4 * i, j = e / cols, c = e - j * cols;
+        *reinterpret_cast<float4*>(xs + j * stride + xs_off(c)) = __ldg(reinterpret_cast<const float4*>(x) + i);
+      }
+      __syncthreads();
+      __shared__ float row_scale[N];
+      if (warp < N) {  // the order of rms_norm_rows (mv_fuse.cuh): the same bits as unfused
+        const float* xr = xs + warp * stride;
+        const float sc = rms_scale_of(cols, f.eps, [&](int c) { return xr[xs_off(c)]; });
+        if (lane == 0) row_scale[warp] = sc;
+      }
+      __syncthreads();
+      for (int e = threadIdx.x; e < N * cols; e += blockDim.x) {
+        const int j = e / cols, c = e - j * cols;
+        float& xe = xs[j * stride + xs_off(c)];
+        xe = rms_apply(xe, row_scale[j], f.norm_w[c]);
+      }
+      if constexpr (A::kSums) {
+        __syncthreads();
+        const int total16 = N * cols / 16;
+        for (int i = threadIdx.x; i < total16; i += blockDim.x) {
+          const int e = 16 * i, j = e / cols, c = e - j * cols;
+          const float4* src = reinterpret_cast<const float4*>(xs + j * stride + xs_off(c));
+          sums[j * sum_stride + c / 16] = sum16_of(src[0], src[1], src[2], src[3]);
+        }
+      }
+    } else if constexpr (A::kSums) {  // 16 floats per thread and step, with their sum
       const int total16 = N * cols / 16;
       for (int i = threadIdx.x; i < total16; i += blockDim.x) {
         const int e = 16 * i, j = e / cols, c = e - j * cols;
@@ -178,12 +238,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
     for (int r = 0; r < RW; ++r)
 #pragma unroll
       for (int j = 0; j < N; ++j) acc[r][j] = 0.0f;
-    for (int t0 = 0; t0 < nparts; t0 += 32 * U) {
+    for (int t0 = 0; t0 < nparts; t0 += rs * U) {
       if (!first) load_chunk(t0);
       first = false;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int t = t0 + 32 * u + lane;
+        const int t = t0 + rs * u + rl;
         if (t < nparts) {
           const int e0 = t * A::kPartElems;
           if constexpr (kSmem) {
@@ -198,13 +258,46 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
         }
       }
     }
+    float res[RW][N];
 #pragma unroll
-    for (int r = 0; r < RW; ++r) {
-      const int64_t row = (g * kWarps + warp) * RW + r;
+    for (int r = 0; r < RW; ++r)
 #pragma unroll
-      for (int j = 0; j < N; ++j) {
-        const float s = warp_sum(acc[r][j]);
-        if (lane == 0 && row < v.rows) y[j * v.rows + row] = s;
+      for (int j = 0; j < N; ++j) res[r][j] = warp_sum(acc[r][j]);
+    if (wpr > 1) {  // the row's warps' sums, added in warp order by its first warp
+      __shared__ float red[kWarps][RW * N];
+      if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+#pragma unroll
+          for (int j = 0; j < N; ++j) red[warp][r * N + j] = res[r][j];
+      __syncthreads();
+      if (sub == 0 && lane == 0)
+        for (int w = 1; w < wpr; ++w)
+#pragma unroll
+          for (int r = 0; r < RW; ++r)
+#pragma unroll
+            for (int j = 0; j < N; ++j) res[r][j] += red[warp + w][r * N + j];
+      __syncthreads();
+    }
+    if (lane == 0 && sub == 0) {
+      if (pair) {
+        const int64_t row = lg * row_warps + wg;
+        if (row < v.rows)
+#pragma unroll
+          for (int j = 0; j < N; ++j) y[j * v.rows + row] = swiglu_of(res[0][j], res[RW - 1][j]);
+      } else {
+        const int64_t rows = rows_of(mat);
+        float* ym = mat == 0 ? y : mat == 1 ? f.y[0] : f.y[1];
+        const MvEpi ep = mat == 0 ? f.epi[0] : mat == 1 ? f.epi[1] : f.epi[2];
+#pragma unroll
+        for (int r = 0; r < RW; ++r) {
+          const int64_t row = (lg * row_warps + wg) * RW + r;
+          if (row < rows)
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+              store_out(ep, res[r][j], ym + j * rows + row, row);
+            }
+        }
       }
     }
   }

@@ -23,10 +23,14 @@ template <class... Fs>
 struct FormatList {};
 
 template <class... Fs>
-bool matvec_raw_list(FormatList<Fs...>, GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s) {
-  const bool found = ((Fs::kType == t ? (launch_mv_default<RawAdapter<Fs>>(v, x, y, n, s), true) : false) || ...);
-  if (found) check_launch("matvec");
-  return found;
+Mv matvec_raw_list(FormatList<Fs...>, GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s,
+                   const MvFuse& f) {
+  Mv r = Mv::kNoType;
+  ((Fs::kType == t ? (r = launch_mv_default<RawAdapter<Fs>>(v, x, y, n, s, f) ? Mv::kDone : Mv::kNoFuse, true)
+                   : false) ||
+   ...);
+  if (r == Mv::kDone) check_launch("matvec");
+  return r;
 }
 
 template <class... Fs>

@@ -113,10 +113,42 @@ void matvec(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t
   if (n < 1 || n > kMaxRows) throw Error("CUDA matvec: n = " + std::to_string(n) + " is outside [1, 8]");
   if (!W.data) throw Error("CUDA matvec: empty weight");
   if (!aligned16(x)) throw Error("CUDA matvec: x must be 16-byte aligned");
-  if (matvec_fast(W, x, y, n, stream)) return;
-  const PlanarView v = raw_view(W);
-  if (matvec_raw_basic(W.type, v, x, y, n, stream) || matvec_raw_iq(W.type, v, x, y, n, stream)) return;
-  quant::throw_unsupported_type(W.type);
+  if (!matvec_fused(W, x, y, n, MatvecFusion{}, stream)) throw Error("CUDA matvec: launch failed");
+}
+
+bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const MatvecFusion& fu,
+                  cudaStream_t stream) {
+  if (n < 1 || n > kMaxRows) throw Error("CUDA matvec: n = " + std::to_string(n) + " is outside [1, 8]");
+  if (!W.data) throw Error("CUDA matvec: empty weight");
+  if (!aligned16(x)) throw Error("CUDA matvec: x must be 16-byte aligned");
+  MvFuse f;
+  for (int i = 0; i < 2 && fu.more[i]; ++i) {
+    const PackedWeight& M = *fu.more[i];
+    if (M.type != W.type || M.cols != W.cols || M.q_row_bytes != W.q_row_bytes || M.m_row_bytes != W.m_row_bytes)
+      throw Error("CUDA matvec: fused matrices must share type and width");
+    f.nmat = i + 2;
+    f.q[i] = M.data;
+    f.m[i] = M.data + M.m_offset;
+    f.rows[i] = M.rows;
+    f.y[i] = fu.y_more[i];
+  }
+  if (fu.swiglu && (f.nmat != 2 || fu.more[0]->rows != W.rows)) throw Error("CUDA matvec: swiglu needs gate and up");
+  for (int i = 0; i < 3; ++i) {
+    f.epi[i].op = static_cast<Epi>(fu.epi[i]);
+    f.epi[i].bias = fu.bias[i];
+    f.epi[i].scale = fu.scale[i];
+  }
+  f.swiglu = fu.swiglu;
+  f.norm_w = fu.norm_w;
+  f.eps = fu.eps;
+  Mv r = matvec_fast(W, x, y, n, stream, f);
+  if (r == Mv::kNoType) {
+    const PlanarView v = raw_view(W);
+    r = matvec_raw_basic(W.type, v, x, y, n, stream, f);
+    if (r == Mv::kNoType) r = matvec_raw_iq(W.type, v, x, y, n, stream, f);
+  }
+  if (r == Mv::kNoType) quant::throw_unsupported_type(W.type);
+  return r == Mv::kDone;
 }
 
 void get_rows(const PackedWeight& table, const int32_t* ids, int n, float* out, cudaStream_t stream) {

@@ -81,6 +81,28 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
 // x: [n, cols] f32 device, y: [n, rows] f32 device (row-major, contiguous). Asynchronous.
 void matvec(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t stream);
 
+// The fusions of one matvec launch (see mv_fuse.cuh for the kernel side). Each output is
+// the bits of the unfused ops (the elementwise kernels, the one-warp-per-row rms_norm), so
+// which path a launch takes never changes a result.
+struct MatvecFusion {
+  // More matrices over the same x: the same type and cols as W; y_more[i]: [n, more[i]->rows].
+  const PackedWeight* more[2] = {nullptr, nullptr};
+  float* y_more[2] = {nullptr, nullptr};
+  // Per matrix (W, more[0], more[1]): 0 store, 1 y += W x, 2 y = sigmoid(W x),
+  // 3 y = softplus(W x + bias) * scale (bias, scale [rows] f32 device).
+  int epi[3] = {0, 0, 0};
+  const float* bias[3] = {nullptr, nullptr, nullptr};
+  const float* scale[3] = {nullptr, nullptr, nullptr};
+  bool swiglu = false;          // y = silu(W x) * (more[0] x); more[0] the up matrix, y_more unused
+  const float* norm_w = nullptr;  // x rows RMS-normed and times norm_w [cols] first
+  float eps = 0.0f;
+};
+
+// matvec with the fusions of f in one launch; false (nothing launched) where this type and n
+// cannot do them in one launch (then the caller runs the unfused ops).
+bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const MatvecFusion& f,
+                  cudaStream_t stream);
+
 // out[j, :] = dequantized row ids[j] of the table, for j < n (any n >= 0).
 // ids: [n] int32 device; out: [n, cols] f32 device. An id outside [0, rows) gives a row of
 // NaNs (the kernel cannot throw; the caller validates token ids on the host).

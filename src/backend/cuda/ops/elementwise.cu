@@ -1,14 +1,15 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/activations.cuh"
 #include "backend/cuda/ops/elementwise.cuh"
 
 namespace df::cuda {
 namespace {
 
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+__device__ __forceinline__ float sigmoid(float x) { return act_sigmoid(x); }
+__device__ __forceinline__ float silu(float x) { return act_silu(x); }
+__device__ __forceinline__ float softplus(float x) { return act_softplus(x); }
 
 // f(r, c) over every element; a grid-stride loop over rows * cols.
 template <class F>
@@ -32,7 +33,7 @@ void each(int64_t rows, int64_t cols, cudaStream_t s, const char* name, F f) {
 
 void launch_swiglu(CMat g, CMat u, Mat o, int64_t rows, int64_t cols, cudaStream_t s) {
   each(rows, cols, s, "swiglu", [=] __device__(int64_t r, int64_t c) {
-    o.p[r * o.stride + c] = silu(g.p[r * g.stride + c]) * u.p[r * u.stride + c];
+    o.p[r * o.stride + c] = act_swiglu(g.p[r * g.stride + c], u.p[r * u.stride + c]);
   });
 }
 

@@ -1,4 +1,5 @@
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/activations.cuh"
 #include "backend/cuda/ops/reduce.cuh"
 #include "backend/cuda/ops/rms_norm.cuh"
 
@@ -13,11 +14,9 @@ __global__ void rms_norm_warp_kernel(const float* x, int64_t xs, const float* w,
   if (r >= rows) return;
   const float* xr = x + r * xs;
   float* yr = y + r * ys;
-  float sum = 0.0f;
-  for (int64_t i = lane; i < cols; i += 32) sum += xr[i] * xr[i];
-  sum = warp_sum(sum);
-  const float scale = rsqrtf(sum / static_cast<float>(cols) + eps);
-  for (int64_t i = lane; i < cols; i += 32) yr[i] = (xr[i] * scale) * w[i];
+  // The order of the matvec's fused norm prologue (activations.cuh): the same bits.
+  const float scale = rms_scale_of(static_cast<int>(cols), eps, [&](int c) { return xr[c]; });
+  for (int64_t i = lane; i < cols; i += 32) yr[i] = rms_apply(xr[i], scale, w[i]);
 }
 
 // Few long rows (the residual stream at decode): one block of 256 threads per row.
@@ -51,6 +50,14 @@ void launch_rms_norm(const float* x, int64_t x_stride, const float* w, float eps
                                                                                 cols);
   }
   launch_check("rms_norm");
+}
+
+void launch_rms_norm_rows(const float* x, int64_t x_stride, const float* w, float eps, float* y, int64_t y_stride,
+                          int64_t rows, int64_t cols, cudaStream_t s) {
+  if (rows == 0) return;
+  rms_norm_warp_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(x, x_stride, w, eps, y, y_stride, rows,
+                                                                              cols);
+  launch_check("rms_norm_rows");
 }
 
 }  // namespace df::cuda

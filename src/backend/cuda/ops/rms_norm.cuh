@@ -9,5 +9,9 @@ namespace df::cuda {
 
 void launch_rms_norm(const float* x, int64_t x_stride, const float* w, float eps, float* y, int64_t y_stride,
                      int64_t rows, int64_t cols, cudaStream_t s);
+// The same with one warp per row whatever the shape: the bits of the matvec's fused norm
+// prologue (the fallback where a launch cannot fuse it).
+void launch_rms_norm_rows(const float* x, int64_t x_stride, const float* w, float eps, float* y, int64_t y_stride,
+                          int64_t rows, int64_t cols, cudaStream_t s);
 
 }  // namespace df::cuda

@@ -1,0 +1,175 @@
+// The CUDA backend's fused ops (backend.h "fused ops"): the decode step's small kernels folded
+// into the matvec launches (matvec/mv_fuse.cuh) and one kernel for the attention heads' per-token
+// work (ops/qk_norm_rope.cuh). Each falls back to Backend's unfused default where a fusion
+// does not apply (more than 8 rows, strided tensors, mixed weight types, --no-fuse).
+//
+// Row exactness: whether a launch fuses the norm depends on the type, width and row count, so
+// the fallback norms with the one-warp-per-row kernel in the prologue's order, and the
+// elementwise epilogues share their device functions with the elementwise kernels: row r of
+// an n-row call has the same bits for every n <= 8 whichever path is taken.
+#include <cmath>
+#include <vector>
+
+#include "backend/cuda/context.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/matvec/matvec.cuh"
+#include "backend/cuda/ops/elementwise.cuh"
+#include "backend/cuda/ops/qk_norm_rope.cuh"
+#include "backend/cuda/ops/rms_norm.cuh"
+#include "common/error.h"
+
+namespace df::cuda {
+namespace {
+
+bool dense_f32(const Tensor& t) { return t.type == GgmlType::F32 && t.stride == static_cast<size_t>(t.cols) * 4; }
+float* fp(const Tensor& t) { return static_cast<float*>(t.data); }
+int64_t fstride(const Tensor& t) { return static_cast<int64_t>(t.stride / sizeof(float)); }
+
+int epi_code(Epilogue e) {
+  switch (e) {
+    case Epilogue::NONE: return 0;
+    case Epilogue::SIGMOID: return 2;
+    case Epilogue::SOFTPLUS_SCALE: return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void CudaBackend::norm_matmuls(const Tensor& x, const Tensor& norm, float eps, const Tensor& xn,
+                               std::span<const Projection> proj) {
+  bool ok = fuse_ && x.rows >= 1 && x.rows <= cudamv::kMaxRows && dense_f32(x) && dense_f32(norm) &&
+            norm.cols == x.cols && dense_f32(xn) && xn.rows == x.rows && xn.cols == x.cols;
+  std::vector<const cudamv::PackedWeight*> P;
+  for (const Projection& p : proj) {
+    const cudamv::PackedWeight* w = find_packed(p.W);
+    ok = ok && w && p.W.cols == x.cols && dense_f32(p.y) && p.y.rows == x.rows && p.y.cols == p.W.rows;
+    if (p.epi == Epilogue::SOFTPLUS_SCALE)
+      ok = ok && dense_f32(p.bias) && dense_f32(p.scale) && p.bias.cols == p.W.rows && p.scale.cols == p.W.rows;
+    P.push_back(w);
+  }
+  if (!ok) {
+    Backend::norm_matmuls(x, norm, eps, xn, proj);
+    return;
+  }
+  ctx_->make_current();
+  const int n = static_cast<int>(x.rows);
+  bool normed = false;  // xn written (a launch that could not fuse the norm)
+  for (size_t i = 0; i < proj.size();) {
+    // A group: up to three consecutive projections of one type and layout.
+    size_t e = i + 1;
+    while (e < proj.size() && e - i < 3 && P[e]->type == P[i]->type && P[e]->q_row_bytes == P[i]->q_row_bytes &&
+           P[e]->m_row_bytes == P[i]->m_row_bytes)
+      ++e;
+    cudamv::MatvecFusion f;
+    for (size_t j = i; j < e; ++j) {
+      const size_t g = j - i;
+      if (g > 0) f.more[g - 1] = P[j], f.y_more[g - 1] = fp(proj[j].y);
+      f.epi[g] = epi_code(proj[j].epi);
+      f.bias[g] = proj[j].bias.empty() ? nullptr : fp(proj[j].bias);
+      f.scale[g] = proj[j].scale.empty() ? nullptr : fp(proj[j].scale);
+    }
+    bool done = false;
+    if (!normed) {
+      f.norm_w = fp(norm), f.eps = eps;
+      done = cudamv::matvec_fused(*P[i], fp(x), fp(proj[i].y), n, f, ctx_->stream());
+      f.norm_w = nullptr;
+    }
+    if (!done) {
+      if (!normed)
+        launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream());
+      normed = true;
+      if (!cudamv::matvec_fused(*P[i], fp(xn), fp(proj[i].y), n, f, ctx_->stream()))
+        throw Error("cuda backend: norm_matmuls: a matvec without a norm did not launch");
+    }
+    i = e;
+  }
+}
+
+void CudaBackend::norm_swiglu(const Tensor& x, const Tensor& norm, float eps, const Tensor& xn, const Tensor& Wg,
+                              const Tensor& Wu, const Tensor& gate, const Tensor& up) {
+  const cudamv::PackedWeight* G = find_packed(Wg);
+  const cudamv::PackedWeight* U = find_packed(Wu);
+  const bool ok = fuse_ && G && U && G->type == U->type && G->q_row_bytes == U->q_row_bytes &&
+                  G->m_row_bytes == U->m_row_bytes && G->rows == U->rows && Wg.cols == x.cols &&
+                  x.rows >= 1 && x.rows <= cudamv::kMaxRows && dense_f32(x) && dense_f32(norm) &&
+                  norm.cols == x.cols && dense_f32(xn) && dense_f32(gate) && dense_f32(up) &&
+                  gate.rows == x.rows && up.rows == x.rows && gate.cols == Wg.rows && up.cols == Wg.rows;
+  if (!ok) {
+    Backend::norm_swiglu(x, norm, eps, xn, Wg, Wu, gate, up);
+    return;
+  }
+  ctx_->make_current();
+  const int n = static_cast<int>(x.rows);
+  cudamv::MatvecFusion f;
+  f.more[0] = U;
+  f.swiglu = true;
+  f.norm_w = fp(norm), f.eps = eps;
+  if (cudamv::matvec_fused(*G, fp(x), fp(gate), n, f, ctx_->stream())) return;  // one launch
+  // Not in one launch (n > 2: one row per warp): gate and up in one launch, then the
+  // elementwise SwiGLU (the epilogue's function: the same bits).
+  f.swiglu = false;
+  f.y_more[0] = fp(up);
+  const float* in = fp(x);
+  if (!cudamv::matvec_fused(*G, in, fp(gate), n, f, ctx_->stream())) {
+    launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream());
+    f.norm_w = nullptr;
+    if (!cudamv::matvec_fused(*G, fp(xn), fp(gate), n, f, ctx_->stream()))
+      throw Error("cuda backend: norm_swiglu: a matvec without a norm did not launch");
+  }
+  launch_swiglu({fp(gate), fstride(gate)}, {fp(up), fstride(up)}, {fp(gate), fstride(gate)}, gate.rows, gate.cols,
+                ctx_->stream());
+}
+
+void CudaBackend::matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp, const Tensor& acc) {
+  const cudamv::PackedWeight* P = find_packed(W);
+  if (!fuse_ || !P || x.rows < 1 || x.rows > cudamv::kMaxRows || !dense_f32(x) || !dense_f32(acc) ||
+      W.cols != x.cols || acc.rows != x.rows || acc.cols != W.rows) {
+    Backend::matmul_add(W, x, tmp, acc);
+    return;
+  }
+  ctx_->make_current();
+  cudamv::MatvecFusion f;
+  f.epi[0] = 1;  // acc += W x
+  if (!cudamv::matvec_fused(*P, fp(x), fp(acc), static_cast<int>(x.rows), f, ctx_->stream()))
+    throw Error("cuda backend: matmul_add did not launch");
+}
+
+void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                               const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
+                               const RopeParams& rk, KvCache* cache) {
+  const int64_t hd = rq.head_dim;
+  const bool ok = fuse_ && q.type == GgmlType::F32 && k.type == GgmlType::F32 && v.type == GgmlType::F32 &&
+                  hd == rk.head_dim && hd <= kQkMaxHeadDim && rq.n_rot == rk.n_rot && rq.n_rot <= hd &&
+                  rq.n_rot % 2 == 0 && rq.n_rot > 0 && rq.freq_base == rk.freq_base &&
+                  q.cols == rq.n_head * hd && k.cols == rk.n_head * hd && v.cols == k.cols && k.rows == q.rows &&
+                  v.rows == q.rows && dense_f32(q_norm) && dense_f32(k_norm) && q_norm.cols == hd &&
+                  k_norm.cols == hd && pos.type == GgmlType::I32 && pos.rows == q.rows &&
+                  pos.stride == sizeof(int32_t) && (!cache || (cache->type == GgmlType::F16 && cache->kv_dim == k.cols));
+  bool same_sections = true;
+  for (int i = 0; i < 4; ++i) same_sections = same_sections && rq.sections[i] == rk.sections[i];
+  if (!ok || !same_sections) {
+    Backend::qk_norm_rope(q, k, v, q_norm, k_norm, eps, pos, rq, rk, cache);
+    return;
+  }
+  ctx_->make_current();
+  QkNormRopeArgs a;
+  a.q = fp(q), a.q_stride = fstride(q);
+  a.k = fp(k), a.k_stride = fstride(k);
+  a.v = fp(v), a.v_stride = fstride(v);
+  a.q_norm = fp(q_norm), a.k_norm = fp(k_norm), a.eps = eps;
+  a.n_head = rq.n_head, a.n_head_kv = rk.n_head;
+  a.rope.head_dim = static_cast<int32_t>(hd);
+  a.rope.n_rot = rq.n_rot;
+  a.rope.theta_scale = std::pow(rq.freq_base, -2.0f / static_cast<float>(rq.n_rot));  // as rope()
+  for (int i = 0; i < 4; ++i) a.rope.sections[i] = rq.sections[i];
+  a.pos = static_cast<const int32_t*>(pos.data);
+  if (cache) {
+    a.K = static_cast<__half*>(cache->k.data);
+    a.V = static_cast<__half*>(cache->v.data);
+    a.kv_dim = cache->kv_dim;
+  }
+  launch_qk_norm_rope(a, q.rows, ctx_->stream());
+}
+
+}  // namespace df::cuda

@@ -1,0 +1,51 @@
+// Fusions of the matvec kernel (kernels_fast.cuh), chosen per launch at run time (no more
+// template instances): up to three matrices of one type and width over the same x in one
+// launch, an RMS norm of x in the prologue (the shared-memory copy of x is normed in place),
+// and per matrix an epilogue (accumulate into y, sigmoid, softplus(y + bias) * scale), or a
+// SwiGLU pair (two rows per warp: row r of the gate and of the up matrix, y = silu(g) * u).
+// Every fused result is the bits of the unfused ops (same device functions, same order), so a
+// row's result stays the same for every n whichever path a launch takes.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/ops/activations.cuh"
+
+namespace df::cudamv {
+
+using cuda::act_sigmoid;
+using cuda::act_softplus;
+using cuda::rms_apply;
+using cuda::rms_scale_of;
+__device__ __forceinline__ float swiglu_of(float g, float u) { return cuda::act_swiglu(g, u); }
+
+enum class Epi : int32_t { kStore = 0, kAccumulate = 1, kSigmoid = 2, kSoftplusScale = 3 };
+
+struct MvEpi {
+  Epi op = Epi::kStore;
+  const float* bias = nullptr;   // kSoftplusScale: [rows]
+  const float* scale = nullptr;  // kSoftplusScale: [rows]
+};
+
+struct MvFuse {
+  int32_t nmat = 1;                    // matrices: the launch's W, then q/m/rows/y[0..1]
+  const uint8_t* q[2] = {nullptr, nullptr};
+  const uint8_t* m[2] = {nullptr, nullptr};
+  int64_t rows[2] = {0, 0};
+  float* y[2] = {nullptr, nullptr};
+  MvEpi epi[3];                        // per matrix
+  bool swiglu = false;                 // nmat == 2: y = silu(W x) * (W1 x) (RW == 2 kernels only)
+  const float* norm_w = nullptr;       // x := rms_norm(x) * norm_w first (shared-memory x only)
+  float eps = 0.0f;
+};
+
+// y (the output element of row `row`) from the dot s.
+__device__ __forceinline__ void store_out(const MvEpi& e, float s, float* y, int64_t row) {
+  switch (e.op) {
+    case Epi::kStore: *y = s; break;
+    case Epi::kAccumulate: *y = *y + s; break;  // as add(acc, tmp): acc + tmp
+    case Epi::kSigmoid: *y = act_sigmoid(s); break;
+    case Epi::kSoftplusScale: *y = act_softplus(s + e.bias[row]) * e.scale[row]; break;
+  }
+}
+
+}  // namespace df::cudamv
