@@ -220,8 +220,8 @@ void CpuBackend::rope(const Tensor& x, const Tensor& pos, const RopeParams& p) {
       }
     }
   };
-  if (x.rows == 1) {
-    one(0, 0);
+  if (x.rows * x.cols < 1 << 14) {  // decode / verify rows: not worth waking the pool
+    for (int64_t r = 0; r < x.rows; ++r) one(r, 0);
   } else {
     pool_.parallel_for(x.rows, one);
   }
@@ -245,8 +245,8 @@ void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out)
         "swiglu shapes");
   const ExpKernels& ek = exp_kernels(kernels_.isa);
   auto one = [&](int64_t r, int) { ek.swiglu(frow(gate, r), frow(up, r), frow(out, r), gate.cols); };
-  if (gate.rows == 1) {
-    one(0, 0);
+  if (gate.rows * gate.cols < 1 << 14) {  // decode / verify rows: not worth waking the pool
+    for (int64_t r = 0; r < gate.rows; ++r) one(r, 0);
   } else {
     pool_.parallel_for(gate.rows, one);
   }
