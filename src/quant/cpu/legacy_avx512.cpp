@@ -163,8 +163,8 @@ void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, 
 // chain 1 in lanes 8-15, and a step takes blocks 2p and 2p + 1 at once with the same lane
 // sums (exact int32: vpdpbusd of a + 128 with w, minus 128 * the lane sums of w), the same
 // scale products fp16(dw) * fp16(da) and the same fma per lane: every output has the decode
-// kernel's bits, for any number of activation rows. Tiles of 1-4 weight rows (unpacked once
-// per step) x up to 8 activation rows (prepared once per call).
+// kernel's bits, for any number of activation rows. One weight row is unpacked once per step
+// for up to 8 activation rows, which are prepared once per call.
 namespace exact8 {
 
 constexpr int kCols = 8;
@@ -188,70 +188,41 @@ void pack_act(const BlockQ8_0* a, int64_t nb, APair* out) {
   }
 }
 
-// out[r * C + c] = dot(weight row w[r], activation row c), r < R, c < C. Several weight rows
-// per tile give independent fma chains (one row alone would be one chain: latency bound).
-template <int R, int C>
-void tile(int64_t nb, const BlockQ8_0* const* w, const APair* const* a, float* out) {
+// out[c] = dot(weight row w, activation row c), c < C
+template <int C>
+void row(int64_t nb, const BlockQ8_0* w, const APair* const* a, float* out) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc[R][C];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
+  __m512 acc[C];
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   const int64_t np = nb / 2;
   for (int64_t p = 0; p < np; ++p) {
-    __m512i wq[R], ncorr[R];
-    __m512 wd[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      wq[r] = join(quants(w[r][2 * p]), quants(w[r][2 * p + 1]));
-      ncorr[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wq[r]));
-      wd[r] = join(simd::fp16x8(w[r][2 * p].d), simd::fp16x8(w[r][2 * p + 1].d));
-    }
+    const __m512i wq = join(quants(w[2 * p]), quants(w[2 * p + 1]));
+    const __m512i ncorr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wq));
+    const __m512 wd = join(simd::fp16x8(w[2 * p].d), simd::fp16x8(w[2 * p + 1].d));
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const __m512i isum = _mm512_dpbusd_epi32(ncorr[r], a[c][p].u, wq[r]);
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd[r], a[c][p].d), acc[r][c]);
-      }
+    for (int c = 0; c < C; ++c) {
+      const __m512i isum = _mm512_dpbusd_epi32(ncorr, a[c][p].u, wq);
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd, a[c][p].d), acc[c]);
+    }
   }
   if (nb % 2) {  // the last block: chain 0 (lanes 0-7) only
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __m512i wq = join(quants(w[r][2 * np]), _mm256_setzero_si256());
-      const __m512i ncorr =
-          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wq));
-      const __m512 wd = join(simd::fp16x8(w[r][2 * np].d), _mm256_setzero_ps());
+    const __m512i wq = join(quants(w[2 * np]), _mm256_setzero_si256());
+    const __m512i ncorr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wq));
+    const __m512 wd = join(simd::fp16x8(w[2 * np].d), _mm256_setzero_ps());
 #pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) {
-        const __m512i isum = _mm512_dpbusd_epi32(ncorr, a[c][np].u, wq);
-        acc[r][c] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd, a[c][np].d), acc[r][c], 0x00ff);
-      }
+    for (int c = 0; c < C; ++c) {
+      const __m512i isum = _mm512_dpbusd_epi32(ncorr, a[c][np].u, wq);
+      acc[c] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd, a[c][np].d), acc[c], 0x00ff);
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
-      out[r * C + c] = simd::hsum(_mm256_add_ps(_mm512_castps512_ps256(acc[r][c]), _mm512_extractf32x8_ps(acc[r][c], 1)));
+  for (int c = 0; c < C; ++c)
+    out[c] = simd::hsum(_mm256_add_ps(_mm512_castps512_ps256(acc[c]), _mm512_extractf32x8_ps(acc[c], 1)));
 }
 
-// Weight rows per tile for C activation rows (accumulators R * C <= 8, plus 3 R for the weights).
-constexpr int rows_for(int C) { return C <= 2 ? 4 : C <= 4 ? 2 : 1; }
-constexpr int kMaxRows = 4;
-
-using TileFn = void (*)(int64_t, const BlockQ8_0* const*, const APair* const*, float*);
-template <int... Cs>
-constexpr std::array<TileFn, kCols> wide_tiles(std::integer_sequence<int, Cs...>) {
-  return {&tile<rows_for(Cs + 1), Cs + 1>...};
-}
-template <int... Cs>
-constexpr std::array<TileFn, kCols> one_row_tiles(std::integer_sequence<int, Cs...>) {
-  return {&tile<1, Cs + 1>...};
-}
-constexpr auto kWide = wide_tiles(std::make_integer_sequence<int, kCols>{});
-constexpr auto kOneRow = one_row_tiles(std::make_integer_sequence<int, kCols>{});
+using RowFn = void (*)(int64_t, const BlockQ8_0*, const APair* const*, float*);
+constexpr RowFn kRowFns[kCols] = {&row<1>, &row<2>, &row<3>, &row<4>, &row<5>, &row<6>, &row<7>, &row<8>};
 
 void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
           size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
@@ -260,21 +231,15 @@ void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, 
   if (packed.size() < static_cast<size_t>(n_act * np)) packed.resize(static_cast<size_t>(n_act * np));
   for (int64_t c = 0; c < n_act; ++c)
     pack_act(reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(c) * act_stride), nb, packed.data() + c * np);
-  auto wrow = [&](int64_t i) { return reinterpret_cast<const BlockQ8_0*>(W + static_cast<size_t>(i) * w_stride); };
-  for (int64_t c0 = 0; c0 < n_act; c0 += kCols) {
-    const int C = static_cast<int>(n_act - c0 < kCols ? n_act - c0 : kCols);
-    const APair* a[kCols];
-    for (int c = 0; c < C; ++c) a[c] = packed.data() + (c0 + c) * np;
-    const int R = rows_for(C);
-    for (int64_t i = i0; i < i1;) {
-      const int rows = i1 - i >= R ? R : 1;
-      const BlockQ8_0* w[kMaxRows];
-      for (int r = 0; r < rows; ++r) w[r] = wrow(i + r);
-      float out[kMaxRows * kCols];
-      (rows == R ? kWide : kOneRow)[static_cast<size_t>(C - 1)](nb, w, a, out);
-      for (int r = 0; r < rows; ++r)
-        for (int c = 0; c < C; ++c) Y[(c0 + c) * ldy + i + r] = out[r * C + c];
-      i += rows;
+  for (int64_t i = i0; i < i1; ++i) {
+    const auto* w = reinterpret_cast<const BlockQ8_0*>(W + static_cast<size_t>(i) * w_stride);
+    for (int64_t c0 = 0; c0 < n_act; c0 += kCols) {
+      const int C = static_cast<int>(n_act - c0 < kCols ? n_act - c0 : kCols);
+      const APair* a[kCols];
+      for (int c = 0; c < C; ++c) a[c] = packed.data() + (c0 + c) * np;
+      float out[kCols];
+      kRowFns[C - 1](nb, w, a, out);
+      for (int c = 0; c < C; ++c) Y[(c0 + c) * ldy + i] = out[c];
     }
   }
 }
