@@ -9,6 +9,10 @@
 // When built with llama.cpp (DF_LLAMA_SRC/DF_LLAMA_LIB), matvec_ggml/* runs llama.cpp's own
 // CPU vec_dot (the libggml-cpu variant ggml would pick here) row by row on the same data,
 // as a baseline.
+// verify/<type>/<isa>/n<N>/{exact,per_row}: a speculative verify (or batched decode) of N
+// activation rows against a 2048x1024 matrix (L2/L3 resident, one thread): the row-exact
+// multi-row kernel (Kernels::gemm_exact) vs N one-row calls (the decode kernel per row, what
+// the backend's row-exact mode ran before); both give the same bits.
 // The IQ / ternary / 1-2 bit formats run on random well-formed blocks (most have no reference
 // quantiser).
 //
@@ -126,6 +130,36 @@ void bm_gemm(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool c
   bm_matvec_impl(state, t, isa, n_act, cold, nullptr, threads);
 }
 
+void bm_verify(benchmark::State& state, GgmlType t, Isa isa, int64_t n_act, bool exact) {
+  if (static_cast<int>(isa) > static_cast<int>(df::cpu::best_isa())) {
+    state.SkipWithError("ISA not available on this CPU");
+    return;
+  }
+  const int64_t rows = 2048, k = 1024;
+  const auto& kr = df::cpu::kernels(isa);
+  const Matrices W = make_weights(t, rows, k, 0);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(n_act * k);
+  for (auto& v : x) v = dist(rng);
+  const size_t act_bytes = df::cpu::act_row_bytes(t, k);
+  std::vector<uint8_t> act(act_bytes * n_act);
+  for (int64_t r = 0; r < n_act; ++r) kr.quantize_act(t, x.data() + r * k, act.data() + r * act_bytes, k);
+  std::vector<float> y(rows * n_act);
+  for (auto _ : state) {
+    if (exact) {
+      kr.gemm_exact(t, k, W.copies[0].data(), W.row_bytes, 0, rows, act.data(), act_bytes, n_act, y.data(), rows);
+    } else {
+      for (int64_t r = 0; r < n_act; ++r)
+        kr.gemm(t, k, W.copies[0].data(), W.row_bytes, 0, rows, act.data() + r * act_bytes, act_bytes, 1,
+                y.data() + r * rows, rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["rows_per_s"] = benchmark::Counter(double(n_act), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Activation quantisation of one 4096-row (included in every decode step).
 void bm_quantize_act(benchmark::State& state, GgmlType t, Isa isa) {
   if (static_cast<int>(isa) > static_cast<int>(df::cpu::best_isa())) {
@@ -168,6 +202,17 @@ int register_all() {
       benchmark::RegisterBenchmark(("quantize_act/" + name).c_str(), bm_quantize_act, t, isa)
           ->Unit(benchmark::kMicrosecond);
     }
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
+                     GgmlType::Q6_K, GgmlType::IQ4_XS})
+    for (Isa isa : {Isa::AVX2, Isa::AVX512})
+      for (int64_t n : {1, 2, 4, 8})
+        for (bool exact : {true, false})
+          benchmark::RegisterBenchmark(("verify/" + std::string(df::type_name(t)) + "/" +
+                                        std::string(df::cpu::isa_name(isa)) + "/n" + std::to_string(n) +
+                                        (exact ? "/exact" : "/per_row"))
+                                           .c_str(),
+                                       bm_verify, t, isa, n, exact)
+              ->Unit(benchmark::kMicrosecond);
 #ifdef DF_BENCH_GGML
   static const df::test::GgmlLibs libs;  // kept loaded for the whole run
   if (libs.error().empty() && libs.cpu_traits(GGML_TYPE_F32))

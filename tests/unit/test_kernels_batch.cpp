@@ -7,8 +7,9 @@
 // n_act = 1) and vec_dot.
 // F32, F16, BF16 and Q8_0 are the exception: their multi-row tiles sum in llama.cpp's batched
 // order (the prompt path, which the exactness tests against llama.cpp compare), their one-row
-// kernels in another; the CPU backend's row-exact mode gives decode and verify rows the
-// one-row kernels (tests/unit/test_forward_rows.cpp).
+// kernels in another; the CPU backend's row-exact mode gives decode and verify rows
+// Kernels::gemm_exact, whose multi-row tiles keep the one-row order for every format
+// (GemmExactRowsEqualRowAlone below; tests/unit/test_forward_rows.cpp end to end).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -128,4 +129,54 @@ TEST(KernelsBatch, Q8_0VnniGemmEqualsAvx2Tiles) {
       EXPECT_EQ(diff, 0) << "k=" << k << " n_act=" << n_act;
     }
   }
+}
+
+// Kernels::gemm_exact, the row-exact kernels of decode, verify and batched server rows (issue
+// 11 item 3, issue 15 item 4): for EVERY weight format and ISA, each output of a call over n
+// = 1..8 activation rows (from several first rows and weight-row offsets) equals, bit for
+// bit, the row multiplied alone by gemm with n_act = 1 (the decode kernel) and vec_dot. Row
+// sizes include odd block counts and float tails.
+TEST(KernelsBatch, GemmExactRowsEqualRowAlone) {
+  uint32_t seed = 101;
+  std::vector<GgmlType> types;
+  df::quant::visit_all(df::quant::WeightFormats{}, [&]<class F>(F) { types.push_back(F::type); });
+  for (GgmlType t : types)
+    for (int64_t k : {32, 100, 544, 768}) {
+      if (k % df::type_info(t).block_elems) continue;
+      const int64_t rows = 11, n_max = 8, extra = 2;  // activation rows n_max + extra
+      const auto W = weight_rows(t, rows, k, ++seed);
+      const size_t w_stride = df::row_bytes(t, k), a_stride = df::cpu::act_row_bytes(t, k);
+      std::mt19937 rng(++seed);
+      const int64_t n_rows = n_max + extra;
+      const auto x = df::test::gaussian(rng, static_cast<size_t>(n_rows * k));
+      for (Isa isa : all_isas()) {
+        const auto& kr = df::cpu::kernels(isa);
+        std::vector<uint8_t> A(a_stride * n_rows);
+        for (int64_t r = 0; r < n_rows; ++r) kr.quantize_act(t, x.data() + r * k, A.data() + r * a_stride, k);
+        const std::string at = std::string(df::type_name(t)) + " " + std::string(df::cpu::isa_name(isa)) +
+                               " k=" + std::to_string(k);
+        std::vector<float> alone(static_cast<size_t>(rows * n_rows));
+        for (int64_t r = 0; r < n_rows; ++r) {
+          kr.gemm(t, k, W.data(), w_stride, 0, rows, A.data() + r * a_stride, a_stride, 1, alone.data() + r * rows, rows);
+          for (int64_t i = 0; i < rows; ++i) {
+            const float one = kr.vec_dot(t, k, W.data() + i * w_stride, A.data() + r * a_stride);
+            ASSERT_EQ(std::bit_cast<uint32_t>(one), std::bit_cast<uint32_t>(alone[r * rows + i]))
+                << at << " vec_dot vs decode gemm, act row " << r << ", weight row " << i;
+          }
+        }
+        for (int64_t n = 1; n <= n_max; ++n)
+          for (int64_t r0 : {int64_t{0}, extra})
+            for (int64_t i0 : {0, 3}) {
+              std::vector<float> Y(static_cast<size_t>(rows * n), -1.0f);
+              kr.gemm_exact(t, k, W.data(), w_stride, i0, rows, A.data() + r0 * a_stride, a_stride, n, Y.data(), rows);
+              int diff = 0;
+              for (int64_t r = 0; r < n; ++r)
+                for (int64_t i = i0; i < rows; ++i)
+                  diff += std::bit_cast<uint32_t>(Y[r * rows + i]) != std::bit_cast<uint32_t>(alone[(r0 + r) * rows + i]);
+              for (int64_t r = 0; r < n; ++r)
+                for (int64_t i = 0; i < i0; ++i) diff += Y[r * rows + i] != -1.0f;  // outside [i0, rows): untouched
+              EXPECT_EQ(diff, 0) << at << " gemm_exact of " << n << " rows from act row " << r0 << ", weight row " << i0;
+            }
+      }
+    }
 }

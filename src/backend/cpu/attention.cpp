@@ -134,10 +134,10 @@ void CpuBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos,
       kernels_.quantize_act(t, qr, act + q_stride * r, hd);
     }
     const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + static_cast<size_t>(hk * hd) * elem;
-    // (per row when the call has at most exact_rows rows: row-count independence)
-    const int64_t rows = n <= exact_rows_ ? 1 : nr;
-    for (int64_t r = 0; r < nr; r += rows)
-      kernels_.gemm(t, hd, kbase, c.k.stride, 0, keys, act + q_stride * r, q_stride, rows, scores + r * len, len);
+    // (row-exact kernels when the call has at most exact_rows rows: row-count independence)
+    const bool exact = n <= exact_rows_;
+    const auto gemm = exact ? kernels_.gemm_exact : kernels_.gemm;
+    gemm(t, hd, kbase, c.k.stride, 0, keys, act, q_stride, nr, scores, len);
     // 2. probabilities, rounded to the cache type for the product with V
     for (int64_t r = 0; r < nr; ++r) {
       float* s = scores + r * len;
@@ -154,8 +154,7 @@ void CpuBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos,
     const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + c.v.stride * static_cast<size_t>(hk * hd);
     float* o = reinterpret_cast<float*>(static_cast<uint8_t*>(out.data) + out.stride * r0) + h * hd;
     const int64_t ldo = static_cast<int64_t>(out.stride / sizeof(float));
-    for (int64_t r = 0; r < nr; r += rows)
-      kernels_.gemm(t, len, vbase, c.v.stride, 0, hd, act + p_stride * r, p_stride, rows, o + r * ldo, ldo);
+    gemm(t, len, vbase, c.v.stride, 0, hd, act, p_stride, nr, o, ldo);
   });
 }
 

@@ -146,15 +146,16 @@ void CpuBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
   auto quant = [&](int64_t r, int) {
     kernels_.quantize_act(W.type, frow(x, r), act + act_stride * static_cast<size_t>(r), k);
   };
-  if (n == 1) {
-    quant(0, 0);
+  if (n * k < 1 << 14) {  // decode / verify rows: not worth waking the pool
+    for (int64_t r = 0; r < n; ++r) quant(r, 0);
   } else {
     pool_.parallel_for(n, quant);
   }
   // 2. split the weight rows into chunks; each task streams its chunk once and multiplies it
-  //    with every activation row, in blocks that stay in L2.
+  //    with every activation row, in blocks that stay in L2 (row-exact calls: decode-sized
+  //    chunks, ~8 per thread, each multiplied with all rows at once).
   const int64_t threads = pool_.size();
-  int64_t chunk = n == 1 ? (m + threads * 8 - 1) / (threads * 8) : 256;
+  int64_t chunk = n <= std::max<int64_t>(1, exact_rows_) ? (m + threads * 8 - 1) / (threads * 8) : 256;
   chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
   const int64_t n_chunks = (m + chunk - 1) / chunk;
   const int64_t act_block = 64;
@@ -174,10 +175,9 @@ void CpuBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
 void CpuBackend::gemm_rows(GgmlType t, int64_t k, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
                            const uint8_t* act, size_t act_stride, int64_t n, float* Y, int64_t ldy) const {
   if (n > 1 && n <= exact_rows_) {
-    // Decode / verify sizes: the one-row kernel per row (the weight rows [i0, i1) stay in
-    // cache across the rows), so that row r's bits do not depend on n.
-    for (int64_t r = 0; r < n; ++r)
-      kernels_.gemm(t, k, W, w_stride, i0, i1, act + act_stride * static_cast<size_t>(r), act_stride, 1, Y + r * ldy, ldy);
+    // Decode / verify sizes: the row-exact kernels (each weight block read once for all
+    // rows), so that row r's bits do not depend on n.
+    kernels_.gemm_exact(t, k, W, w_stride, i0, i1, act, act_stride, n, Y, ldy);
   } else {
     kernels_.gemm(t, k, W, w_stride, i0, i1, act, act_stride, n, Y, ldy);
   }
@@ -220,8 +220,8 @@ void CpuBackend::rope(const Tensor& x, const Tensor& pos, const RopeParams& p) {
       }
     }
   };
-  if (x.rows == 1) {
-    one(0, 0);
+  if (x.rows * x.cols < 1 << 14) {  // decode / verify rows: not worth waking the pool
+    for (int64_t r = 0; r < x.rows; ++r) one(r, 0);
   } else {
     pool_.parallel_for(x.rows, one);
   }
@@ -245,8 +245,8 @@ void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out)
         "swiglu shapes");
   const ExpKernels& ek = exp_kernels(kernels_.isa);
   auto one = [&](int64_t r, int) { ek.swiglu(frow(gate, r), frow(up, r), frow(out, r), gate.cols); };
-  if (gate.rows == 1) {
-    one(0, 0);
+  if (gate.rows * gate.cols < 1 << 14) {  // decode / verify rows: not worth waking the pool
+    for (int64_t r = 0; r < gate.rows; ++r) one(r, 0);
   } else {
     pool_.parallel_for(gate.rows, one);
   }

@@ -15,10 +15,11 @@ struct CpuOptions {
   int threads = 0;         // 0: all hardware threads
   Isa isa = best_isa();    // forced instruction set (tests compare against SCALAR)
   // Row-count independence bound: in row-exact mode (Backend::set_row_exact) matrix products
-  // and attention of at most this many rows (decode and speculative verify) compute every
-  // row with the one-row kernels, so that a row's result is the same bits whatever the row
-  // count; larger calls and prefill use the multi-row tiles, whose f32 summation order
-  // differs (and matches llama.cpp's batched path).
+  // and attention of at most this many rows (decode and speculative verify) run the
+  // row-exact kernels (Kernels::gemm_exact: every row gets the one-row kernel's bits, each
+  // weight block is read once for all rows), so that a row's result is the same bits whatever
+  // the row count; larger calls and prefill use the multi-row tiles, whose f32 summation
+  // order differs for F32/F16/BF16/Q8_0 (and matches llama.cpp's batched path).
   int exact_rows = 8;
 };
 
@@ -74,7 +75,7 @@ class CpuBackend final : public Backend {
   // Per-thread scratch of bytes (activations rounded for attention products).
   uint8_t* thread_bytes(int thread, size_t bytes);
 
-  // Y rows = W[i0, i1) . act rows, with the one-row kernel per row when n <= exact_rows_.
+  // Y rows = W[i0, i1) . act rows, with the row-exact kernels when 1 < n <= exact_rows_.
   void gemm_rows(GgmlType t, int64_t k, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
                  const uint8_t* act, size_t act_stride, int64_t n, float* Y, int64_t ldy) const;
 

@@ -195,6 +195,7 @@ struct Mk {
   using WB = typename P::Block;
   using AB = typename P::ABlock;
   static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
+  static constexpr bool kShapeFree = true;  // one f32 chain per output in every tile
   static constexpr int kAcc = P::kPairs ? 2 : 1;
 
   template <int R, int C>

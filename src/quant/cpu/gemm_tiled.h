@@ -9,7 +9,16 @@
 //   template <int R, int C>              // 1 <= R <= max(kRows, kRowsDecode), 1 <= C <= kCols
 //   static void tile(int64_t n, const uint8_t* const* w /*[R] weight rows*/,
 //                    const uint8_t* const* a /*[C] activation rows*/, float* out /*[R*C]*/);
-//   which writes out[r * C + c] = dot(w[r], a[c]) over n elements.
+//   which writes out[r * C + c] = dot(w[r], a[c]) over n elements;
+//   optionally static constexpr bool kShapeFree = true: every output of every tile shape has
+//   the bits of the 1 x 1 tile (one f32 order per output), so gemm is row exact (registry.h).
+//
+// RowExact<MK, Rows, Cols> turns a microkernel whose f32 order depends on the tile (several
+// accumulator chains in small tiles) into a row-exact one: every tile of it runs MK's tile
+// code with the 1 x 1 tile's chain count MK::kUnrollOne, so each output gets the bits of the
+// decode kernel while a weight row is read once for up to Cols activation rows. MK provides
+//   static constexpr int kUnrollOne;      // the 1 x 1 tile's accumulator chains
+//   template <int R, int C, int U> static void tile_u(...);   // tile<R, C> with U chains
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +50,16 @@ constexpr TileTable<MK> make_tile_table(std::integer_sequence<int, Rs...>) {
   (fill_tile_row<MK, Rs + 1>(t, std::make_integer_sequence<int, MK::kCols>{}), ...);
   return t;
 }
+
+template <class MK, int Rows, int Cols>
+struct RowExact {
+  static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = 1;
+  static constexpr bool kShapeFree = true;
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* a, float* out) {
+    MK::template tile_u<R, C, MK::kUnrollOne>(n, w, a, out);
+  }
+};
 
 // Y[r * ldy + i] = dot(W row i, act row r), i in [i0, i1), r in [0, n_act).
 // Loop order: a tile of weight rows (a few KB, stays in L1/L2) is loaded once and swept over

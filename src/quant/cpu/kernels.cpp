@@ -121,20 +121,26 @@ ByWeight resolve() {
         take(r[s].quantize, (*part)[s].quantize, s, kIsaParts[i].isa);
         take(r[s].vec_dot, (*part)[s].vec_dot, s, kIsaParts[i].isa);
         take(r[s].gemm, (*part)[s].gemm, s, kIsaParts[i].isa);
+        take(r[s].gemm_exact, (*part)[s].gemm_exact, s, kIsaParts[i].isa);
       }
     if (i > 0)
       for (size_t s = 0; s < kTypeSlots; ++s) {
         const FormatKernels& lower = by_format[i - 1][s];
         if (!r[s].quantize) r[s].quantize = lower.quantize;
         if (!r[s].vec_dot) r[s].vec_dot = lower.vec_dot;
-        if (!r[s].gemm) r[s].gemm = lower.gemm;
+        // gemm_exact comes from the ISA whose gemm is used: its bits are that gemm's at
+        // n_act = 1 (an ISA with its own gemm but no gemm_exact runs gemm row by row)
+        if (!r[s].gemm) {
+          r[s].gemm = lower.gemm;
+          r[s].gemm_exact = lower.gemm_exact;
+        }
       }
   }
   ByWeight out{};
   for (int i = 0; i < kNumIsas; ++i)
     quant::visit_all(quant::WeightFormats{}, [&]<class F>(F) {
       const FormatKernels& w = by_format[i][slot(F::type)];
-      out[i][slot(F::type)] = {by_format[i][slot(F::Act::type)].quantize, w.vec_dot, w.gemm};
+      out[i][slot(F::type)] = {by_format[i][slot(F::Act::type)].quantize, w.vec_dot, w.gemm, w.gemm_exact};
     });
   return out;
 }
@@ -165,7 +171,19 @@ void gemm(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, 
 }
 
 template <Isa I>
-constexpr Kernels kKernelsOf = {I, &quantize_act<I>, &vec_dot<I>, &gemm<I>};
+void gemm_exact(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
+                const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+  const FormatKernels& k = entry<I>(w, n);
+  if (k.gemm_exact) {
+    k.gemm_exact(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+    return;
+  }
+  for (int64_t r = 0; r < n_act; ++r)  // no row-exact tiles: the decode kernel per row
+    k.gemm(n, W, w_stride, i0, i1, act + act_stride * static_cast<size_t>(r), act_stride, 1, Y + r * ldy, ldy);
+}
+
+template <Isa I>
+constexpr Kernels kKernelsOf = {I, &quantize_act<I>, &vec_dot<I>, &gemm<I>, &gemm_exact<I>};
 
 }  // namespace
 

@@ -58,6 +58,13 @@ struct Kernels {
   // once per call (tiles over activation rows inside).
   void (*gemm)(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
                const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy);
+  // As gemm, and every output has the bits of the same activation row multiplied alone
+  // (gemm with n_act = 1, the decode kernel) whatever n_act is: the row-exact kernels of
+  // decode, speculative verify and batched server rows. gemm's multi-row tiles of F32, F16,
+  // BF16 and Q8_0 sum in llama.cpp's batched order instead (prompt prefill); for the other
+  // formats gemm is already row exact and gemm_exact is the same kernel.
+  void (*gemm_exact)(GgmlType w, int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
+                     const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy);
 };
 // The kernel table for an ISA (immutable, thread safe; gemm is single-threaded: callers
 // split [i0, i1) across threads). Throws df::Error if this CPU lacks the ISA. All entries

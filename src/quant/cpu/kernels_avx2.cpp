@@ -76,10 +76,16 @@ struct MkFloat {
     }
   }
 
+  static constexpr int kUnrollOne = kUnroll<1, 1>;
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
+    tile_u<R, C, kUnroll<R, C>>(n, wp, ap, out);
+  }
+
+  // tile<R, C> with U accumulator chains per output (RowExact, gemm_tiled.h)
+  template <int R, int C, int U>
+  static void tile_u(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     using B = typename E::Block;
-    constexpr int U = kUnroll<R, C>;
     const B* w[R];
     const B* a[C];
     for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
@@ -143,9 +149,15 @@ struct MkQ8_0 {
     }
   }
 
+  static constexpr int kUnrollOne = 2;  // the 1 x 1 tile's chains (below)
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
-    constexpr int U = kUnroll<R, C> > 2 ? 2 : kUnroll<R, C>;
+    tile_u<R, C, (kUnroll<R, C> > 2 ? 2 : kUnroll<R, C>)>(n, wp, ap, out);
+  }
+
+  // tile<R, C> with U accumulator chains per output (RowExact, gemm_tiled.h)
+  template <int R, int C, int U>
+  static void tile_u(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     const Block* w[R];
     const Block* a[C];
     for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(wp[r]);
@@ -248,9 +260,12 @@ void quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
 // weight row at a time (see kernels_avx512.cpp).
 // The float formats are their own activation formats: microkernel over elements E,
 // activation quantiser Q.
+// Row-exact tiles (Kernels::gemm_exact): one weight row x 3 activation rows with the decode
+// kernel's 4 chains each (12 accumulators); Q8_0: x 4 rows with 2 chains.
 template <class E, void (*Q)(const float*, void*, int64_t)>
 struct FloatSimd {
   using Mk = MkFloat<E, 4, 2, 1>;
+  using MkExact = tiled::RowExact<Mk, 1, 3>;
   static void quantize(const float* x, void* y, int64_t n) { Q(x, y, n); }
 };
 void copy_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
@@ -263,6 +278,7 @@ template <> struct Simd<FormatBF16> : FloatSimd<ElemBF16, &quantize_act_bf16> {}
 template <>
 struct Simd<FormatQ8_0> {
   using Mk = MkQ8_0<1>;
+  using MkExact = tiled::RowExact<Mk, 1, 4>;
   static void quantize(const float* x, void* y, int64_t n) {
     quantize_act_q8_0(x, static_cast<BlockQ8_0*>(y), n / kQK8_0);
   }

@@ -96,10 +96,16 @@ struct MkFloat {
     }
   }
 
+  static constexpr int kUnrollOne = kUnroll<1, 1>;
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
+    tile_u<R, C, kUnroll<R, C>>(n, wp, ap, out);
+  }
+
+  // tile<R, C> with U accumulator chains per output (RowExact, gemm_tiled.h)
+  template <int R, int C, int U>
+  static void tile_u(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     using B = typename E::Block;
-    constexpr int U = kUnroll<R, C>;
     const B* w[R];
     const B* a[C];
     for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const B*>(wp[r]);
@@ -176,9 +182,12 @@ void quantize_act_bf16(const float* x, void* out, int64_t n) {
 // up to 2x slower (bench/bench_matvec.cpp).
 // The float formats are their own activation formats: microkernel over elements E,
 // activation quantiser Q.
+// Row-exact tiles (Kernels::gemm_exact): one weight row x 4 activation rows with the decode
+// kernel's 4 chains each (16 accumulators).
 template <class E, void (*Q)(const float*, void*, int64_t)>
 struct FloatSimd {
   using Mk = MkFloat<E, 4, 4, 1>;
+  using MkExact = tiled::RowExact<Mk, 1, 4>;
   static void quantize(const float* x, void* y, int64_t n) { Q(x, y, n); }
 };
 void copy_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }

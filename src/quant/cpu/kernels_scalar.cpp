@@ -9,6 +9,7 @@ namespace {
 template <class F>
 struct MkRef {
   static constexpr int kRows = 1, kCols = 1, kRowsDecode = 1;
+  static constexpr bool kShapeFree = true;  // 1 x 1 tiles only
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* a, float* out) {
     out[0] = F::dot_ref(reinterpret_cast<const typename F::Block*>(w[0]),

@@ -187,6 +187,8 @@ struct Mk {
   using WB = typename P::Block;
   using AB = df::BlockQ8_K;
   static constexpr int kRows = Rows, kCols = Cols, kRowsDecode = RowsDecode;
+  // one f32 chain per output in every tile (the U integer chains add exactly)
+  static constexpr bool kShapeFree = true;
   static constexpr bool kQ2 = std::is_same_v<WB, BlockQ2_K>, kQ4 = std::is_same_v<WB, BlockQ4_K>,
                         kQ5 = std::is_same_v<WB, BlockQ5_K>, kQ6 = std::is_same_v<WB, BlockQ6_K>;
 

@@ -155,6 +155,97 @@ void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, 
 
 }  // namespace vnni
 
+// ---------------- Q8_0: row-exact kernel for 1..8 activation rows ----------------
+
+// The AVX2 decode kernel (kernels_avx2.cpp, MkQ8_0's 1 x 1 tile) sums block b into chain
+// b % 2 (8 f32 lanes each; the last block of an odd count into chain 0), then adds chain 0 +
+// chain 1 and takes hsum_float_8. Here one 512-bit accumulator holds chain 0 in lanes 0-7 and
+// chain 1 in lanes 8-15, and a step takes blocks 2p and 2p + 1 at once with the same lane
+// sums (exact int32: vpdpbusd of a + 128 with w, minus 128 * the lane sums of w), the same
+// scale products fp16(dw) * fp16(da) and the same fma per lane: every output has the decode
+// kernel's bits, for any number of activation rows. One weight row is unpacked once per step
+// for up to 8 activation rows, which are prepared once per call.
+namespace exact8 {
+
+constexpr int kCols = 8;
+
+struct APair {  // activation blocks 2p | 2p + 1
+  __m512i u;    // quants + 128 (unsigned)
+  __m512 d;     // scales
+};
+
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m512 join(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
+inline __m256i quants(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+
+void pack_act(const BlockQ8_0* a, int64_t nb, APair* out) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool two = b + 1 < nb;
+    const __m256i q1 = two ? quants(a[b + 1]) : _mm256_setzero_si256();
+    out[b / 2].u = _mm512_xor_si512(join(quants(a[b]), q1), flip);
+    out[b / 2].d = join(simd::fp16x8(a[b].d), two ? simd::fp16x8(a[b + 1].d) : _mm256_setzero_ps());
+  }
+}
+
+// out[c] = dot(weight row w, activation row c), c < C
+template <int C>
+void row(int64_t nb, const BlockQ8_0* w, const APair* const* a, float* out) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  const int64_t np = nb / 2;
+  for (int64_t p = 0; p < np; ++p) {
+    const __m512i wq = join(quants(w[2 * p]), quants(w[2 * p + 1]));
+    const __m512i ncorr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wq));
+    const __m512 wd = join(simd::fp16x8(w[2 * p].d), simd::fp16x8(w[2 * p + 1].d));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m512i isum = _mm512_dpbusd_epi32(ncorr, a[c][p].u, wq);
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd, a[c][p].d), acc[c]);
+    }
+  }
+  if (nb % 2) {  // the last block: chain 0 (lanes 0-7) only
+    const __m512i wq = join(quants(w[2 * np]), _mm256_setzero_si256());
+    const __m512i ncorr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wq));
+    const __m512 wd = join(simd::fp16x8(w[2 * np].d), _mm256_setzero_ps());
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m512i isum = _mm512_dpbusd_epi32(ncorr, a[c][np].u, wq);
+      acc[c] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd, a[c][np].d), acc[c], 0x00ff);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c)
+    out[c] = simd::hsum(_mm256_add_ps(_mm512_castps512_ps256(acc[c]), _mm512_extractf32x8_ps(acc[c], 1)));
+}
+
+using RowFn = void (*)(int64_t, const BlockQ8_0*, const APair* const*, float*);
+constexpr RowFn kRowFns[kCols] = {&row<1>, &row<2>, &row<3>, &row<4>, &row<5>, &row<6>, &row<7>, &row<8>};
+
+void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
+          size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+  thread_local std::vector<APair> packed;  // per thread, grown, never shrunk
+  const int64_t nb = n / kQK8_0, np = (nb + 1) / 2;
+  if (packed.size() < static_cast<size_t>(n_act * np)) packed.resize(static_cast<size_t>(n_act * np));
+  for (int64_t c = 0; c < n_act; ++c)
+    pack_act(reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(c) * act_stride), nb, packed.data() + c * np);
+  for (int64_t i = i0; i < i1; ++i) {
+    const auto* w = reinterpret_cast<const BlockQ8_0*>(W + static_cast<size_t>(i) * w_stride);
+    for (int64_t c0 = 0; c0 < n_act; c0 += kCols) {
+      const int C = static_cast<int>(n_act - c0 < kCols ? n_act - c0 : kCols);
+      const APair* a[kCols];
+      for (int c = 0; c < C; ++c) a[c] = packed.data() + (c0 + c) * np;
+      float out[kCols];
+      kRowFns[C - 1](nb, w, a, out);
+      for (int c = 0; c < C; ++c) Y[(c0 + c) * ldy + i] = out[c];
+    }
+  }
+}
+
+}  // namespace exact8
+
 // Weight formats with the block32 microkernel; with the packed VNNI GEMM from 4 activation
 // rows on where the format allows it (one accumulator per output).
 template <template <class> class Policy>
@@ -162,6 +253,7 @@ struct Block32Simd {
   using P = Policy<Ops>;
   using Mk = block32::Mk<Ops, Policy, 4, 4, 1>;
   static constexpr bool kVnni = !P::kMins && !P::kPairs;
+  static constexpr bool kShapeFree = true;  // both paths keep block32::Mk's order per output
   static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
                    size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
     if (kVnni && n_act >= 4)
@@ -182,15 +274,22 @@ template <> struct Simd<quant::FormatMxfp4> : Block32Simd<block32::PMxfp4> {};
 template <> struct Simd<quant::FormatNvfp4> : Block32Simd<block32::PNvfp4> {};
 // Q8_0: the packed VNNI GEMM from 4 activation rows on, in the order of the AVX2 kernel's
 // multi-row tiles and of ggml (one accumulator per output: fma(scale, float(isum), acc) per
-// block); fewer rows and vec_dot run the AVX2 kernels (kernels_avx2.cpp).
+// block); 2-3 rows run the AVX2 tiles (kernels_avx2.cpp). One row (decode), vec_dot (the
+// AVX2 kernel) and gemm_exact have the AVX2 decode kernel's bits: exact8 above.
 template <>
 struct Simd<quant::FormatQ8_0> {
   static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
                    size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
     if (n_act >= 4)
       vnni::gemm<block32::PQ8_0<Ops>>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+    else if (n_act == 1)
+      exact8::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else
       kernels(Isa::AVX2).gemm(GgmlType::Q8_0, n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+  }
+  static void gemm_exact(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
+                         size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+    exact8::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
   }
 };
 

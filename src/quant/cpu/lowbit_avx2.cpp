@@ -328,6 +328,7 @@ concept HasShiftSum = requires(const typename Dec::Pro& p, const BlockQ8_K& a) {
 template <class Dec>
 struct MkIqK {
   static constexpr int kRows = 1, kCols = 4, kRowsDecode = 1;
+  static constexpr bool kShapeFree = true;  // one f32 order per output in every tile
   using Block = typename Dec::Block;
   static constexpr int G = Dec::kGroup;
   static constexpr bool kShiftSum = HasShiftSum<Dec>;
@@ -452,6 +453,7 @@ struct DecTQ1_0 {
 template <class Dec>
 struct MkTq {
   static constexpr int kRows = 1, kCols = 4, kRowsDecode = 1;
+  static constexpr bool kShapeFree = true;  // one f32 order per output in every tile
   using Block = typename Dec::Block;
 
   template <int R, int C>
@@ -491,6 +493,7 @@ struct MkTq {
 // summed; an odd last block added as a scalar fma.
 struct MkIq4Nl {
   static constexpr int kRows = 1, kCols = 4, kRowsDecode = 1;
+  static constexpr bool kShapeFree = true;  // one f32 order per output in every tile
 
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
@@ -569,6 +572,7 @@ inline __m256i q2_codes(const uint8_t* p) {
 template <bool kQ1>
 struct MkQ1Q2 {
   static constexpr int kRows = 1, kCols = 4, kRowsDecode = 1;
+  static constexpr bool kShapeFree = true;  // one f32 order per output in every tile
   using Block = std::conditional_t<kQ1, BlockQ1_0, BlockQ2_0>;
   static constexpr int kSub = kQ1 ? 4 : 2;  // Q8_0 blocks per weight block
 

@@ -49,6 +49,7 @@ inline __m512i two_blocks(const BlockQ8_0& a0, const BlockQ8_0& a1) {
 
 struct MkIq4Nl {
   static constexpr int kRows = 1, kCols = 8, kRowsDecode = 1;
+  static constexpr bool kShapeFree = true;  // one f32 order per output in every tile
 
   // Values of blocks b and b+1 (the second zero when One): magnitudes and sign mask.
   template <bool One>
@@ -128,6 +129,7 @@ inline __m512i q2_codes(const uint8_t* p) {
 template <bool kQ1>
 struct MkQ1Q2 {
   static constexpr int kRows = 1, kCols = 8, kRowsDecode = 1;
+  static constexpr bool kShapeFree = true;  // one f32 order per output in every tile
   using Block = std::conditional_t<kQ1, BlockQ1_0, BlockQ2_0>;
   static constexpr int kSub = kQ1 ? 4 : 2;  // Q8_0 blocks per weight block
 

@@ -8,6 +8,11 @@
 //        static void gemm(...);                optional: its own gemm (Kernels::gemm's
 //                                              contract), instead of tiled::gemm<Mk>; alone
 //                                              (no Mk), vec_dot falls back to the ISA below
+//        using MkExact = ...;                  optional: a row-exact microkernel (gemm_tiled.h
+//                                              RowExact) for Kernels::gemm_exact, where Mk's
+//                                              order depends on the tile shape
+//        static void gemm_exact(...);          optional: its own gemm_exact
+//        static constexpr bool kShapeFree;     with its own gemm: that gemm is row exact
 //        static void quantize(const float* x, void* out, int64_t n);
 //                                              F as an activation format: x[n] -> blocks of F
 //   2. It defines its part of the ISA's registry with
@@ -39,6 +44,10 @@ struct FormatKernels {
   float (*vec_dot)(int64_t n, const void* w_row, const void* act_row) = nullptr;
   void (*gemm)(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
                const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) = nullptr;
+  // gemm whose every output has the bits of n_act = 1 (Kernels::gemm_exact); nullptr: none
+  // (kernels.cpp then runs gemm one activation row at a time)
+  void (*gemm_exact)(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
+                     const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) = nullptr;
 };
 
 // Kernels by GgmlType id.
@@ -68,15 +77,34 @@ float vec_dot_of(int64_t n, const void* w_row, const void* act_row) {
   return out;
 }
 
+// T::kShapeFree, false where T does not say.
+template <class T>
+constexpr bool shape_free() {
+  if constexpr (requires { T::kShapeFree; })
+    return T::kShapeFree;
+  else
+    return false;
+}
+
 template <template <class> class Simd, class F>
 constexpr void add_weight(Registry& r) {
   static_assert(slot(F::type) < kTypeSlots);
+  FormatKernels& k = r[slot(F::type)];
   if constexpr (requires { typename Simd<F>::Mk; }) {
     using MK = typename Simd<F>::Mk;
-    r[slot(F::type)].vec_dot = &vec_dot_of<MK>;
-    r[slot(F::type)].gemm = &tiled::gemm<MK>;
+    k.vec_dot = &vec_dot_of<MK>;
+    k.gemm = &tiled::gemm<MK>;
+    if constexpr (shape_free<MK>()) k.gemm_exact = k.gemm;
   }
-  if constexpr (requires { &Simd<F>::gemm; }) r[slot(F::type)].gemm = &Simd<F>::gemm;
+  if constexpr (requires { &Simd<F>::gemm; }) {
+    k.gemm = &Simd<F>::gemm;
+    k.gemm_exact = shape_free<Simd<F>>() ? k.gemm : nullptr;
+  }
+  if constexpr (requires { typename Simd<F>::MkExact; }) {
+    static_assert(shape_free<typename Simd<F>::MkExact>());
+    k.gemm_exact = &tiled::gemm<typename Simd<F>::MkExact>;
+  }
+  if constexpr (requires { &Simd<F>::gemm_exact; }) k.gemm_exact = &Simd<F>::gemm_exact;
 }
 
 template <template <class> class Simd, class F>
