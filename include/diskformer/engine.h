@@ -31,6 +31,7 @@ struct EngineOptions {
   int64_t prefill_chunk = 512; // tokens per forward pass during prefill
   bool kv_f32 = false;         // F16 KV cache unless set
   bool graphs = true;          // replay repeated decode steps as device graphs (CUDA)
+  int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV
   // cache to any position and keep none). A session keeps one at the end of each prompt and
   // of each generation, and one every `checkpoint_every` tokens (0: none), at most

@@ -22,6 +22,9 @@ struct BackendOptions {
   std::string device = "auto";  // cpu | cuda | auto (CUDA when built in and a GPU is present)
   CpuBackendOptions cpu;
   int cuda_device = 0;          // GPU ordinal for `cuda`
+  // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a
+  // device cache of what is free; 0: resident; > 0: in host memory, a cache of this many MiB.
+  int64_t cuda_expert_cache_mb = -1;
 };
 
 // Throws df::Error for an unknown device name, `cuda` in a build without the CUDA backend

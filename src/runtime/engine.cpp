@@ -42,6 +42,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   BackendOptions bo;
   bo.device = opt.device;
   bo.cpu = opt.cpu;
+  bo.cuda_expert_cache_mb = opt.expert_cache_mb;
   e->backend_ = make_backend(bo);
   e->model_ = load_model(*e->file_, *e->backend_);
   if (e->model_->info().n_vocab < e->tokenizer_->n_vocab())

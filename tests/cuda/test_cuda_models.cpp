@@ -22,6 +22,7 @@
 #include <random>
 
 #include "../unit/op_test_util.h"
+#include "backend/cuda/expert_cache.h"
 #include "cuda_test_util.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
@@ -203,8 +204,48 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"qwen35_bf16_s128", "--arch qwen35 --layers 4 --dim 256 --ff 512 --heads 2 --kv-heads 1 --head-dim 128 "
                                       "--ssm-state 128 --ssm-k-heads 1 --ssm-v-heads 2 --type bf16", 1e-3},
         ModelCase{"qwen35_q8_0", "--arch qwen35 --layers 4 --dim 384 --ff 768 --heads 6 --kv-heads 2 --head-dim 64 "
-                                 "--ssm-k-heads 3 --ssm-v-heads 6 --mtp-layers 1 --type q8_0", 1e-3}),
+                                 "--ssm-k-heads 3 --ssm-v-heads 6 --mtp-layers 1 --type q8_0", 1e-3},
+        // qwen35moe: routed experts through matmul_id (prefill rows grouped per expert, decode
+        // one matvec per routed expert), the shared expert and its gate, the combine.
+        ModelCase{"qwen35moe_f32", "--arch qwen35moe --layers 4 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 "
+                                   "--experts 16 --experts-used 4 --expert-ff 128 --shexp-ff 256 --type f32", 1e-4},
+        ModelCase{"qwen35moe_small_q8_0", "--arch qwen35moe --preset moe-small --layers 4 --type q8_0", 1e-3},
+        ModelCase{"qwen35moe_q4_k", "--arch qwen35moe --layers 4 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 "
+                                    "--experts 32 --experts-used 8 --expert-ff 256 --shexp-ff 256 --mtp-layers 1 --type q4_k",
+                  1e-3}),
     [](const auto& info) { return info.param.name; });
+
+// Routed experts streamed through a device cache smaller than them (pinned host copies, LRU
+// slots, uploads on the cache's stream) give the bits of the all-resident run: prefill in
+// chunks (more experts per call than the cache holds) and decode.
+TEST(CudaExpertCache, SmallCacheGivesTheResidentBits) {
+  DF_REQUIRE_GPU();
+  const std::string path = make_model("moe_cache", "--arch qwen35moe --layers 3 --dim 256 --ff 512 --heads 4 --kv-heads 2 "
+                                                   "--head-dim 64 --experts 16 --experts-used 4 --expert-ff 256 "
+                                                   "--shexp-ff 256 --type q4_k");
+  cuda::CudaOptions o;
+  o.expert_cache_bytes = 5 * 40 * 1024;  // about 5 of the 36 KiB experts
+  cuda::CudaBackend small(o);
+  Loaded resident = load(path, *gpu());
+  Loaded streamed = load(path, small);
+  ASSERT_FALSE(gpu()->experts_streamed());
+  ASSERT_TRUE(small.experts_streamed());
+  const int64_t V = resident.model->info().n_vocab, T = 40;
+  const auto tokens = random_tokens(T, V, 9);
+  EXPECT_EQ(logits_by_chunks(*resident.model, tokens, {5, 35}), logits_by_chunks(*streamed.model, tokens, {5, 35}));
+  const std::vector<int64_t> ones(T, 1);
+  EXPECT_EQ(logits_by_chunks(*resident.model, tokens, ones), logits_by_chunks(*streamed.model, tokens, ones));
+  const cuda::ExpertCacheStats s = small.expert_cache_stats();
+  std::printf("expert cache: %lld slots, %llu of %llu bytes, hits %llu, misses %llu, %llu bytes uploaded\n",
+              static_cast<long long>(s.slots), static_cast<unsigned long long>(s.capacity_bytes),
+              static_cast<unsigned long long>(s.host_bytes), static_cast<unsigned long long>(s.hits),
+              static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.bytes_uploaded));
+  EXPECT_GE(s.slots, 4);
+  EXPECT_LT(s.slots, 16);
+  EXPECT_LT(s.capacity_bytes, s.host_bytes / 9);  // 9 stacks of 16 experts
+  EXPECT_GT(s.misses, 0u);
+  EXPECT_GT(s.hits, 0u);
+}
 
 // -log softmax(row)[target], in double (cmd_perplexity's formula).
 double nll_of(const float* row, int64_t V, int32_t target) {
