@@ -9,6 +9,10 @@
 //     <= 1e-3 for quantized ones (BF16 counted with them: its activations keep 8 bits).
 //   exact: the CPU backend on a copy of the file with every weight dequantized to F32 (the
 //     same function, f32 activations): NMSE <= 1e-4 for every type.
+// Quantized MoE models are held to the exact reference only (budget 1e-4, greedy): against the
+// native CPU the router's choice of experts flips where the CPU's rounded activations move a
+// top-k boundary, and the DeltaNet state carries the difference on (measured on the H200 for
+// moe-small Q8_0: NMSE 0.39 vs native, 6e-9 vs exact); the native figure is printed, not held.
 // Greedy: both backends follow the exact reference's greedy sequence; a step where the GPU's
 // argmax differs passes only as a near-tie (the reference's logits of the two tokens within
 // 1e-3 of the logit spread), printed and counted.
@@ -122,7 +126,7 @@ std::vector<float> logits_by_chunks(Model& m, const std::vector<int32_t>& tokens
 }
 
 void expect_logits_close(const std::vector<float>& ref, const std::vector<float>& got, int64_t V, double budget,
-                         const std::string& what) {
+                         const std::string& what) {  // budget < 0: report only
   const int64_t T = static_cast<int64_t>(ref.size()) / V;
   double worst = 0;
   for (int64_t t = 0; t < T; ++t) {
@@ -130,14 +134,18 @@ void expect_logits_close(const std::vector<float>& ref, const std::vector<float>
     const std::vector<float> b(got.begin() + t * V, got.begin() + (t + 1) * V);
     const double e = optest::nerr(a, b);
     worst = std::max(worst, e);
-    EXPECT_LE(e, budget) << what << ": position " << t;
+    if (budget >= 0) EXPECT_LE(e, budget) << what << ": position " << t;
   }
-  std::printf("%s: worst per-position NMSE %.3g (budget %.0e)\n", what.c_str(), worst, budget);
+  if (budget >= 0) {
+    std::printf("%s: worst per-position NMSE %.3g (budget %.0e)\n", what.c_str(), worst, budget);
+  } else {
+    std::printf("%s: worst per-position NMSE %.3g (not held: router flips)\n", what.c_str(), worst);
+  }
 }
 
 struct ModelCase {
   std::string name, args;
-  double budget;
+  double budget;  // vs the native CPU; < 0: printed only (quantized MoE, see above)
 };
 
 class CudaModels : public ::testing::TestWithParam<ModelCase> {};
@@ -209,10 +217,10 @@ INSTANTIATE_TEST_SUITE_P(
         // one matvec per routed expert), the shared expert and its gate, the combine.
         ModelCase{"qwen35moe_f32", "--arch qwen35moe --layers 4 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 "
                                    "--experts 16 --experts-used 4 --expert-ff 128 --shexp-ff 256 --type f32", 1e-4},
-        ModelCase{"qwen35moe_small_q8_0", "--arch qwen35moe --preset moe-small --layers 4 --type q8_0", 1e-3},
+        ModelCase{"qwen35moe_small_q8_0", "--arch qwen35moe --preset moe-small --layers 4 --type q8_0", -1},
         ModelCase{"qwen35moe_q4_k", "--arch qwen35moe --layers 4 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 "
                                     "--experts 32 --experts-used 8 --expert-ff 256 --shexp-ff 256 --mtp-layers 1 --type q4_k",
-                  1e-3}),
+                  -1}),
     [](const auto& info) { return info.param.name; });
 
 // Routed experts streamed through a device cache smaller than them (pinned host copies, LRU

@@ -59,7 +59,9 @@ void check_hybrid_against_llama(const std::string& model, const HybridCheck& c) 
     auto engine = Engine::load(eo);
     const int64_t n_vocab = meta["n_vocab"];
     ASSERT_EQ(n_vocab, engine->info().n_vocab);
-    if (c.arch == "qwen35moe") ASSERT_GT(engine->info().n_expert, 0);
+    if (c.arch == "qwen35moe") {
+      ASSERT_GT(engine->info().n_expert, 0);
+    }
 
     // 1. logits at every position
     size_t off = 0;
