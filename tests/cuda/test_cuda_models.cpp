@@ -134,7 +134,9 @@ void expect_logits_close(const std::vector<float>& ref, const std::vector<float>
     const std::vector<float> b(got.begin() + t * V, got.begin() + (t + 1) * V);
     const double e = optest::nerr(a, b);
     worst = std::max(worst, e);
-    if (budget >= 0) EXPECT_LE(e, budget) << what << ": position " << t;
+    if (budget >= 0) {
+      EXPECT_LE(e, budget) << what << ": position " << t;
+    }
   }
   if (budget >= 0) {
     std::printf("%s: worst per-position NMSE %.3g (budget %.0e)\n", what.c_str(), worst, budget);

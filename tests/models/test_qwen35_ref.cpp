@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "diskformer/engine.h"
+#include "qwen35_ref_check.h"
 #include "ref_harness.h"
 
 namespace df {

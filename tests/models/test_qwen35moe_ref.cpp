@@ -24,6 +24,7 @@
 #include "diskformer/engine.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
+#include "qwen35_ref_check.h"
 #include "ref_harness.h"
 
 namespace df {
