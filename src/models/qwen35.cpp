@@ -55,7 +55,8 @@ struct Scratch {
 
 class Qwen35 final : public Model {
  public:
-  Qwen35(const gguf::File& f, Backend& b, bool moe) : Model(b), hp_(qwen35::read_hparams(f)), ws_(b) {
+  Qwen35(const gguf::File& f, Backend& b, bool moe, const gguf::File* head_file)
+      : Model(b), hp_(qwen35::read_hparams(f)), ws_(b) {
     ModelInfo& m = hp_.info;
     if (hp_.moe != moe)
       throw Error(moe ? "qwen35moe: the file's architecture is '" + m.arch + "'"
@@ -72,10 +73,12 @@ class Qwen35 final : public Model {
       for (const Layer& L : layers_)
         m.bytes_per_token -= moe_weight_bytes(L.moe) - moe_bytes_per_token(hp_.moe_shape, L.moe);
     // MTP layers: the first is the head (llama.cpp runs one); any further ones are checked.
-    if (m.n_layer_nextn > 0) {
+    // A head file (--mtp-head) replaces the file's own head.
+    if (head_file)
+      mtp_ = qwen35::mtp_from_file(f, *head_file, b, hp_, tok_embd_, head_);
+    else if (m.n_layer_nextn > 0)
       mtp_ = std::make_unique<qwen35::Mtp>(f, b, hp_, tok_embd_, head_);
-      m.weight_bytes += mtp_->weight_bytes();
-    }
+    if (mtp_) m.weight_bytes += mtp_->weight_bytes();
     WeightLoader extra(f, b);
     for (int64_t l = m.n_layer + 1; l < hp_.n_layer_all; ++l) qwen35::check_mtp_layer(extra, hp_, l);
     m.weight_bytes += extra.bytes_loaded();
@@ -165,7 +168,11 @@ class Qwen35 final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_qwen35(const gguf::File& f, Backend& b) { return std::make_unique<Qwen35>(f, b, false); }
-std::unique_ptr<Model> make_qwen35moe(const gguf::File& f, Backend& b) { return std::make_unique<Qwen35>(f, b, true); }
+std::unique_ptr<Model> make_qwen35(const gguf::File& f, Backend& b, const gguf::File* head_file) {
+  return std::make_unique<Qwen35>(f, b, false, head_file);
+}
+std::unique_ptr<Model> make_qwen35moe(const gguf::File& f, Backend& b, const gguf::File* head_file) {
+  return std::make_unique<Qwen35>(f, b, true, head_file);
+}
 
 }  // namespace df
