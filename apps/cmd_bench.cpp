@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/expert_cache.h"
 #endif
 
 namespace df::cli {
@@ -46,6 +47,25 @@ double device_read_bandwidth(Backend& b) {
   if (auto* c = dynamic_cast<cuda::CudaBackend*>(&b)) return c->measure_read_bandwidth(size_t{4} << 30, 10);
 #endif
   return 0.0;
+}
+
+// Counters of the CUDA backend's expert cache (zeros elsewhere or with resident experts).
+struct CacheCounts {
+  bool streamed = false;
+  uint64_t hits = 0, misses = 0, bytes = 0, capacity = 0, host_bytes = 0;
+  int64_t slots = 0;
+};
+CacheCounts cache_counts(Backend& b) {
+  CacheCounts c;
+#ifdef DF_HAVE_CUDA
+  if (auto* g = dynamic_cast<cuda::CudaBackend*>(&b)) {
+    const cuda::ExpertCacheStats s = g->expert_cache_stats();
+    c.streamed = g->experts_streamed();
+    c.hits = s.hits, c.misses = s.misses, c.bytes = s.bytes_uploaded, c.capacity = s.capacity_bytes;
+    c.host_bytes = s.host_bytes, c.slots = s.slots;
+  }
+#endif
+  return c;
 }
 
 }  // namespace
@@ -99,6 +119,7 @@ void register_bench(CLI::App& app) {
     // logits are on the host (the first generated token can be picked).
     std::vector<std::vector<double>> pp(f->n_prompt.size()), ttft(f->n_prompt.size());
     std::vector<double> tg;
+    CacheCounts tg_cache;  // decode steps of the measured repetitions
     for (int r = 0; r < f->reps + 1; ++r) {  // the first repetition warms up and is dropped
       for (size_t i = 0; i < f->n_prompt.size(); ++i) {
         const int64_t np = f->n_prompt[i];
@@ -115,13 +136,19 @@ void register_bench(CLI::App& app) {
         // Each step as a greedy generator runs it: forward, argmax on the device, the one id
         // back to the host (the only sync per token), fed as the next input.
         Token t = pick(rng);
+        const CacheCounts c0 = cache_counts(backend);
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t i = 0; i < f->n_gen; ++i) {
           const ForwardOutputs o = session.append({t});
           backend.argmax(o.logits, best);
           backend.download(best, &t, sizeof t);
         }
-        if (r > 0) tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
+        if (r > 0) {
+          tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
+          const CacheCounts c1 = cache_counts(backend);
+          tg_cache.hits += c1.hits - c0.hits, tg_cache.misses += c1.misses - c0.misses;
+          tg_cache.bytes += c1.bytes - c0.bytes;
+        }
       }
     }
     const Summary p = summarize(pp[0]), g = summarize(tg);
@@ -150,6 +177,23 @@ void register_bench(CLI::App& app) {
                      {"time_to_first_token_ms", 1000.0 * t.mean}});
     }
     out["prefill"] = per;
+    const CacheCounts cc = cache_counts(backend);
+    if (cc.streamed) {
+      const double lookups = static_cast<double>(tg_cache.hits + tg_cache.misses);
+      const double tokens = static_cast<double>(f->n_gen) * f->reps;
+      out["expert_cache"] = {{"capacity_bytes", cc.capacity},
+                             {"slots", cc.slots},
+                             {"host_pinned_bytes", cc.host_bytes},
+                             {"all_hits", cc.hits},
+                             {"all_misses", cc.misses},
+                             {"all_bytes_uploaded", cc.bytes},
+                             {"decode_hits", tg_cache.hits},
+                             {"decode_misses", tg_cache.misses},
+                             {"decode_hit_rate", lookups > 0 ? static_cast<double>(tg_cache.hits) / lookups : 0.0},
+                             {"decode_bytes_uploaded_per_token", tokens > 0 ? static_cast<double>(tg_cache.bytes) / tokens : 0.0},
+                             {"decode_upload_gb_per_second",
+                              g.mean > 0 && tokens > 0 ? static_cast<double>(tg_cache.bytes) / tokens * g.mean / 1e9 : 0.0}};
+    }
     const double read_bw = device_read_bandwidth(backend);
     if (read_bw > 0) {
       out["device_read_gb_per_second"] = read_bw / 1e9;
@@ -183,6 +227,11 @@ void register_bench(CLI::App& app) {
       if (read_bw > 0)
         std::printf("device read bandwidth %.1f GB/s (read kernel): decode at %.1f %% of it\n", read_bw / 1e9,
                     100.0 * gbs * 1e9 / read_bw);
+      if (out.contains("expert_cache"))
+        std::printf("expert cache %.1f MiB (%lld experts): decode hit rate %.3f, %.2f MiB uploaded per token\n",
+                    static_cast<double>(cc.capacity) / (1 << 20), static_cast<long long>(cc.slots),
+                    out["expert_cache"]["decode_hit_rate"].get<double>(),
+                    out["expert_cache"]["decode_bytes_uploaded_per_token"].get<double>() / (1 << 20));
       if (out.contains("spec"))
         std::printf("spec mtp (draft-max %d%s): %.2f tok/s vs plain %.2f tok/s (x%.2f), %lld of %lld drafts accepted\n",
                     f->spec.draft_max, f->spec.draft_fixed ? ", fixed" : "", out["spec"]["spec_tokens_per_second"].get<double>(),

@@ -26,6 +26,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
+  app.add_option("--expert-cache-mb", f.expert_cache_mb,
+                 "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
+                 "many MiB (LRU); 0: all on the device; -1 (default): on the device when the model fits, else a "
+                 "cache of the free memory")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
   app.add_option("--checkpoint-every", f.checkpoint_every,
                  "hybrid models: also checkpoint the recurrent state every N tokens, for prefix reuse (0: only "
                  "at the end of each prompt and answer)")
@@ -64,6 +69,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.kv_f32 = f.kv_f32;
   o.graphs = !f.no_graphs;
   o.fuse = !f.no_fuse;
+  o.expert_cache_mb = f.expert_cache_mb;
   o.checkpoint_every = f.checkpoint_every;
   o.max_checkpoints = f.max_checkpoints;
   if (!f.quiet) o.on_progress = [](double x) { progress_bar("loading", x); };

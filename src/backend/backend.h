@@ -113,6 +113,12 @@ class Backend {
   // Makes a weight usable by ops. `host` stays valid for the backend's lifetime (mmap); a
   // backend may use it in place (CPU) or copy it to the device (CUDA).
   virtual Tensor weight(GgmlType type, int64_t cols, int64_t rows, const void* host) = 0;
+  // A stack of n_expert matrices [rows, cols] one after another (a MoE FFN's ffn_*_exps),
+  // used only by matmul_id. A device backend may keep it in host memory and bring the experts
+  // a step routes to into a device cache; by default it is one weight of n_expert * rows rows.
+  virtual Tensor weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) {
+    return weight(type, cols, rows * n_expert, host);
+  }
   virtual void upload(const Tensor& dst, const void* src, size_t bytes) = 0;
   virtual void download(const Tensor& src, void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;

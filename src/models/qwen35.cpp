@@ -1,4 +1,4 @@
-// Qwen3.5 hybrid (dense): llama.cpp arch "qwen35".
+// Qwen3.5 hybrid: llama.cpp archs "qwen35" (dense MLP) and "qwen35moe" (a MoE FFN), one trunk.
 // Trunk layer l is gated full attention when (l + 1) % full_attention_interval == 0, and Gated
 // DeltaNet linear attention otherwise. Every layer:
 //   x += mixer(rmsnorm(x, attn_norm));  x += SwiGLU-MLP(rmsnorm(x, post_attention_norm))
@@ -14,8 +14,15 @@
 //   out = attn_output . (attention * sigmoid(gate))
 // MTP layers (blk.N.nextn.*, N >= block_count - nextn_predict_layers): the head of
 // qwen35_mtp.cpp (Model::mtp()).
-// The DeltaNet mixer lives in qwen35_deltanet.cpp (shared with qwen35moe.cpp).
-// References read: llama.cpp src/models/qwen35.cpp, delta-net-base.cpp, conversion/qwen.py.
+// qwen35moe (llama.cpp src/models/qwen35moe.cpp) replaces every layer's MLP by a MoE FFN
+// (moe_ffn.h): a softmax router over the experts, the top expert_used_count experts per token
+// with their weights renormalised to 1, each a SwiGLU of expert_feed_forward_length, plus a
+// shared SwiGLU expert scaled by sigmoid(ffn_gate_inp_shexp . x); its MTP layers carry the
+// same MoE FFN. Its forward runs eagerly (no recorded graphs: a device backend's matmul_id
+// reads the routed ids on the host).
+// The DeltaNet mixer lives in qwen35_deltanet.cpp.
+// References read: llama.cpp src/models/qwen35.cpp, qwen35moe.cpp, llama-graph.cpp
+// (build_moe_ffn), delta-net-base.cpp, conversion/qwen.py.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -24,6 +31,7 @@
 #include "gguf/gguf.h"
 #include "models/blocks.h"
 #include "models/model.h"
+#include "models/moe_ffn.h"
 #include "models/qwen35.h"
 #include "models/qwen35_mtp.h"
 #include "models/qwen35_parts.h"
@@ -40,14 +48,19 @@ struct Scratch {
   Tensor x, xn;              // [B, dim] residual stream; normed input / mixer output
   qwen35::DeltaNetScratch dn;  // Gated DeltaNet: qkv, conv_out, z, o, beta, g
   blocks::AttnScratch attn;  // gated attention: qg, q, gate, k, v, att
-  Tensor ffn_gate, ffn_up;   // [B, n_ff]
+  Tensor ffn_gate, ffn_up;   // [B, n_ff] dense MLP
+  Tensor ffn_out;            // [B, dim] MoE FFN output
+  MoeScratch moe;            // router logits, ids, weights, expert activations, shared expert
 };
 
 class Qwen35 final : public Model {
  public:
-  Qwen35(const gguf::File& f, Backend& b, const gguf::File* head_file) : Model(b), hp_(qwen35::read_hparams(f)), ws_(b) {
+  Qwen35(const gguf::File& f, Backend& b, bool moe, const gguf::File* head_file)
+      : Model(b), hp_(qwen35::read_hparams(f)), ws_(b) {
     ModelInfo& m = hp_.info;
-    if (hp_.moe) throw Error("qwen35: a qwen35moe file (load it with make_qwen35moe)");
+    if (hp_.moe != moe)
+      throw Error(moe ? "qwen35moe: the file's architecture is '" + m.arch + "'"
+                      : std::string("qwen35: a qwen35moe file (load it with make_qwen35moe)"));
     shape_ = blocks::attn_shape(m, hp_.sections);
     WeightLoader w(f, b);
     tok_embd_ = w.get("token_embd.weight", m.n_embd, m.n_vocab);
@@ -55,6 +68,10 @@ class Qwen35 final : public Model {
     for (int64_t l = 0; l < m.n_layer; ++l)
       layers_.push_back(qwen35::load_layer(w, hp_, l, hp_.recurrent[static_cast<size_t>(l)]));
     blocks::set_weight_bytes(w, tok_embd_, m);
+    // A decode step reads, of each MoE FFN, the router, its chosen experts and the shared expert.
+    if (moe)
+      for (const Layer& L : layers_)
+        m.bytes_per_token -= moe_weight_bytes(L.moe) - moe_bytes_per_token(hp_.moe_shape, L.moe);
     // MTP layers: the first is the head (llama.cpp runs one); any further ones are checked.
     // A head file (--mtp-head) replaces the file's own head.
     if (head_file)
@@ -90,6 +107,7 @@ class Qwen35 final : public Model {
     for (size_t i = 0; i < st.size(); ++i) st[i]->begin(in.segments[i].pos0);
     const int64_t n = in.n;
     const Tensor x = s_.x.slice_rows(0, n), xn = s_.xn.slice_rows(0, n);
+    const Tensor ffn = hp_.moe ? s_.ffn_out.slice_rows(0, n) : xn;
     std::vector<KvCache*> caches(st.size());
     auto ops = [&] {
       b.get_rows(tok_embd_, in.ids, x);                         // x [n, dim]
@@ -103,13 +121,20 @@ class Qwen35 final : public Model {
           ++i_att;
           blocks::attention_residual(b, L.attn, shape_, s_.attn, in, caches, x, L.attn_norm, xn);
         }
-        blocks::swiglu_ffn_residual(b, L.ffn, x, L.post_norm, m.rms_eps, xn, s_.ffn_gate.slice_rows(0, n),
-                                    s_.ffn_up.slice_rows(0, n));
+        if (hp_.moe) {
+          b.rms_norm(x, L.post_norm, m.rms_eps, xn);
+          moe_ffn(b, hp_.moe_shape, L.moe, s_.moe, xn, ffn);  // ffn [n, dim]
+          b.add(x, ffn);
+        } else {
+          blocks::swiglu_ffn_residual(b, L.ffn, x, L.post_norm, m.rms_eps, xn, s_.ffn_gate.slice_rows(0, n),
+                                      s_.ffn_up.slice_rows(0, n));
+        }
       }
       return blocks::output_head(b, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
     };
-    // One sequence: a repeated decode shape replays as a recorded graph.
-    const ForwardOutputs out = st.size() == 1 && st[0]->use_graphs() ? st[0]->graphs.run(b, ws_, in, opt, ops) : ops();
+    // One sequence: a repeated decode shape replays as a recorded graph (dense models).
+    const bool graphs = !hp_.moe && st.size() == 1 && st[0]->use_graphs();
+    const ForwardOutputs out = graphs ? st[0]->graphs.run(b, ws_, in, opt, ops) : ops();
     for (size_t i = 0; i < st.size(); ++i) st[i]->end(in.segments[i].pos0, in.segments[i].n, opt.snapshots);
     return out;
   }
@@ -122,8 +147,13 @@ class Qwen35 final : public Model {
     s_.xn = ws_.make(m.n_embd);
     s_.dn = qwen35::make_delta_net_scratch(ws_, hp_);
     if (m.n_layer_recurrent < m.n_layer) s_.attn = blocks::make_attn_scratch(ws_, m, true);
-    s_.ffn_gate = ws_.make(m.n_ff);
-    s_.ffn_up = ws_.make(m.n_ff);
+    if (hp_.moe) {
+      s_.ffn_out = ws_.make(m.n_embd);
+      s_.moe = make_moe_scratch(hp_.moe_shape, [&](int64_t cols, GgmlType t) { return ws_.make(cols, t); });
+    } else {
+      s_.ffn_gate = ws_.make(m.n_ff);
+      s_.ffn_up = ws_.make(m.n_ff);
+    }
   }
 
   Hparams hp_;
@@ -139,7 +169,10 @@ class Qwen35 final : public Model {
 }  // namespace
 
 std::unique_ptr<Model> make_qwen35(const gguf::File& f, Backend& b, const gguf::File* head_file) {
-  return std::make_unique<Qwen35>(f, b, head_file);
+  return std::make_unique<Qwen35>(f, b, false, head_file);
+}
+std::unique_ptr<Model> make_qwen35moe(const gguf::File& f, Backend& b, const gguf::File* head_file) {
+  return std::make_unique<Qwen35>(f, b, true, head_file);
 }
 
 }  // namespace df

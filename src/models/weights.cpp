@@ -25,10 +25,11 @@ Tensor WeightLoader::get(const std::string& name, int64_t cols, int64_t rows) {
 }
 
 Tensor WeightLoader::get_stack(const std::string& name, int64_t cols, int64_t rows, int64_t n) {
-  return get_dims(name, {cols, rows, n}, cols, rows * n);
+  return get_dims(name, {cols, rows, n}, cols, rows, n);
 }
 
-Tensor WeightLoader::get_dims(const std::string& name, const std::vector<int64_t>& want, int64_t cols, int64_t rows) {
+Tensor WeightLoader::get_dims(const std::string& name, const std::vector<int64_t>& want, int64_t cols, int64_t rows,
+                              int64_t n_stack) {
   const gguf::TensorInfo* t = file_.find_tensor(name);
   if (!t) throw Error("missing required tensor '" + name + "'");
   std::vector<int64_t> have = t->ne;
@@ -41,6 +42,7 @@ Tensor WeightLoader::get_dims(const std::string& name, const std::vector<int64_t
     throw Error("tensor '" + name + "' has type " + std::string(ti.name) +
                 ", which this build cannot compute with");
   bytes_ += t->nbytes;
+  if (n_stack > 0) return backend_.weight_stack(t->type, cols, rows, n_stack, file_.tensor_data(*t));
   return backend_.weight(t->type, cols, rows, file_.tensor_data(*t));
 }
 

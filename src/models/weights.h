@@ -26,8 +26,10 @@ class WeightLoader {
   uint64_t bytes_loaded() const { return bytes_; }
 
  private:
-  // The tensor `name` with dims `want`, seen as a [rows, cols] matrix.
-  Tensor get_dims(const std::string& name, const std::vector<int64_t>& want, int64_t cols, int64_t rows);
+  // The tensor `name` with dims `want`, seen as a [rows, cols] matrix, or (n_stack > 0) as a
+  // stack of n_stack such matrices (Backend::weight_stack).
+  Tensor get_dims(const std::string& name, const std::vector<int64_t>& want, int64_t cols, int64_t rows,
+                  int64_t n_stack = 0);
   const gguf::File& file_;
   Backend& backend_;
   uint64_t bytes_ = 0;

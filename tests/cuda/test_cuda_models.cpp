@@ -12,6 +12,10 @@
 //     random qwen35 Q8_0 model alone it exceeds 1e-3).
 //   exact: the CPU backend on a copy of the file with every weight dequantized to F32 (the
 //     same function, f32 activations): NMSE <= 1e-4 for every type.
+// Quantized MoE models are held to the exact reference only (budget 1e-4, greedy): against the
+// native CPU the router's choice of experts flips where the CPU's rounded activations move a
+// top-k boundary, and the DeltaNet state carries the difference on (measured on the H200 for
+// moe-small Q8_0: NMSE 0.39 vs native, 6e-9 vs exact); the native figure is printed, not held.
 // Greedy: both backends follow the exact reference's greedy sequence; a step where the GPU's
 // argmax differs passes only as a near-tie (the reference's logits of the two tokens within
 // 1e-3 of the logit spread), printed and counted.
@@ -27,6 +31,7 @@
 
 #include "../unit/op_test_util.h"
 #include "cuda_model_files.h"
+#include "backend/cuda/expert_cache.h"
 #include "cuda_test_util.h"
 #include "common/error.h"
 #include "gguf/gguf.h"
@@ -111,6 +116,11 @@ std::vector<double> nerr_by_position(const std::vector<float>& ref, const std::v
 void expect_logits_close(const std::vector<float>& ref, const std::vector<float>& got, int64_t V, double budget,
                          const std::string& what, const std::vector<double>* allowance = nullptr) {
   const std::vector<double> e = nerr_by_position(ref, got, V);
+  if (budget < 0) {  // report only (quantized MoE vs the native CPU: router flips, see above)
+    std::printf("%s: worst per-position NMSE %.3g (not held: router flips)\n", what.c_str(),
+                e.empty() ? 0.0 : *std::max_element(e.begin(), e.end()));
+    return;
+  }
   double worst = 0;
   int over = 0;  // positions past the plain budget (passing only with the allowance)
   for (size_t t = 0; t < e.size(); ++t) {
@@ -125,7 +135,7 @@ void expect_logits_close(const std::vector<float>& ref, const std::vector<float>
 
 struct ModelCase {
   std::string name, args;
-  double budget;
+  double budget;  // vs the native CPU; < 0: printed only (quantized MoE, see above)
 };
 
 class CudaModels : public ::testing::TestWithParam<ModelCase> {};
@@ -216,8 +226,50 @@ INSTANTIATE_TEST_SUITE_P(
         ModelCase{"qwen35_bf16_s128", "--arch qwen35 --layers 4 --dim 256 --ff 512 --heads 2 --kv-heads 1 --head-dim 128 "
                                       "--ssm-state 128 --ssm-k-heads 1 --ssm-v-heads 2 --type bf16", 1e-3},
         ModelCase{"qwen35_q8_0", "--arch qwen35 --layers 4 --dim 384 --ff 768 --heads 6 --kv-heads 2 --head-dim 64 "
-                                 "--ssm-k-heads 3 --ssm-v-heads 6 --mtp-layers 1 --type q8_0", 1e-3}),
+                                 "--ssm-k-heads 3 --ssm-v-heads 6 --mtp-layers 1 --type q8_0", 1e-3},
+        // qwen35moe: routed experts through matmul_id (prefill rows grouped per expert, decode
+        // one matvec per routed expert), the shared expert and its gate, the combine.
+        ModelCase{"qwen35moe_f32", "--arch qwen35moe --layers 4 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 "
+                                   "--experts 16 --experts-used 4 --expert-ff 128 --shexp-ff 256 --type f32", 1e-4},
+        ModelCase{"qwen35moe_small_q8_0", "--arch qwen35moe --preset moe-small --layers 4 --type q8_0", -1},
+        ModelCase{"qwen35moe_q4_k", "--arch qwen35moe --layers 4 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 "
+                                    "--experts 32 --experts-used 8 --expert-ff 256 --shexp-ff 256 --mtp-layers 1 --type q4_k",
+                  -1}),
     [](const auto& info) { return info.param.name; });
+
+// Routed experts streamed through a device cache smaller than them (pinned host copies, LRU
+// slots, uploads on the cache's stream) give the bits of the all-resident run: prefill in
+// chunks (more experts per call than the cache holds) and decode.
+TEST(CudaExpertCache, SmallCacheGivesTheResidentBits) {
+  DF_REQUIRE_GPU();
+  const std::string path = make_model("moe_cache", "--arch qwen35moe --layers 3 --dim 256 --ff 512 --heads 4 --kv-heads 2 "
+                                                   "--head-dim 64 --experts 16 --experts-used 4 --expert-ff 256 "
+                                                   "--shexp-ff 256 --type q4_k");
+  cuda::CudaOptions o;
+  // 40 of the 144 experts (9 stacks of 16, 36 KiB each): a decode step's 36 lookups cycle
+  // through more than it holds, so experts are evicted and re-uploaded, and an expert routed
+  // to again within ~10 stacks' time is a hit.
+  o.expert_cache_bytes = 40 * 36864;
+  cuda::CudaBackend small(o);
+  Loaded resident = load(path, *gpu());
+  Loaded streamed = load(path, small);
+  ASSERT_FALSE(gpu()->experts_streamed());
+  ASSERT_TRUE(small.experts_streamed());
+  const int64_t V = resident.model->info().n_vocab, T = 40;
+  const auto tokens = random_tokens(T, V, 9);
+  EXPECT_EQ(logits_by_chunks(*resident.model, tokens, {5, 35}), logits_by_chunks(*streamed.model, tokens, {5, 35}));
+  const std::vector<int64_t> ones(T, 1);
+  EXPECT_EQ(logits_by_chunks(*resident.model, tokens, ones), logits_by_chunks(*streamed.model, tokens, ones));
+  const cuda::ExpertCacheStats s = small.expert_cache_stats();
+  std::printf("expert cache: %lld slots, %llu of %llu bytes, hits %llu, misses %llu, %llu bytes uploaded\n",
+              static_cast<long long>(s.slots), static_cast<unsigned long long>(s.capacity_bytes),
+              static_cast<unsigned long long>(s.host_bytes), static_cast<unsigned long long>(s.hits),
+              static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.bytes_uploaded));
+  EXPECT_EQ(s.slots, 40);
+  EXPECT_EQ(s.host_bytes, 144u * 36864u);
+  EXPECT_GT(s.misses, 144u);  // every expert at least once, and re-uploads after evictions
+  EXPECT_GT(s.hits, 0u);
+}
 
 // -log softmax(row)[target], in double (cmd_perplexity's formula).
 double nll_of(const float* row, int64_t V, int32_t target) {

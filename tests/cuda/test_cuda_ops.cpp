@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "../unit/op_test_util.h"
+#include "backend/cuda/expert_cache.h"
 #include "cuda_test_util.h"
 #include "quant/cpu/kernels.h"
 
@@ -433,6 +434,62 @@ TEST(CudaOps, RowCountIndependence) {
     EXPECT_TRUE(std::equal(Y1.begin(), Y1.end(), Y8.begin() + r * m)) << "matmul row " << r;
     EXPECT_TRUE(std::equal(O1.begin(), O1.end(), O8.begin() + r * qd)) << "attention row " << r;
   }
+}
+
+// MoE ops at the 35B-A3B decode shape (256 experts, 8 routed, rows of 2048): the router's
+// choice the same as the CPU's, the grouped expert products within the matmul budgets for
+// decode (one matvec per slot), verify (<= 8 rows per expert) and prefill (more), each row of
+// a many-row call the bits of the one-row call, and with the experts streamed through a small
+// device cache the bits of the resident stack.
+TEST(CudaOps, MoeDecodeShape) {
+  DF_REQUIRE_GPU();
+  const int64_t E = 256, k = 8, cols = 2048, m = 64;
+  std::vector<uint8_t> wq(row_bytes(GgmlType::Q4_K, cols) * static_cast<size_t>(E * m));
+  const auto wf = randn(static_cast<size_t>(E * m * cols), 91, 0.1f);
+  for (int64_t r = 0; r < E * m; ++r)
+    cpu::quantize_row_ref(GgmlType::Q4_K, wf.data() + r * cols, wq.data() + row_bytes(GgmlType::Q4_K, cols) * r, cols);
+  cuda::CudaOptions o;
+  o.expert_cache_bytes = 12 * (row_bytes(GgmlType::Q4_K, cols) * m + 256);  // 12 of the 256 experts
+  cuda::CudaBackend small(o);
+  for (int64_t n : {1, 3, 40}) {
+    const auto logits = randn(static_cast<size_t>(n * E), 92 + n, 2.0f);
+    const auto xs = randn(static_cast<size_t>(n * cols), 95 + n);
+    auto run = [&](Backend& b) -> Outputs {
+      const Tensor W = b.weight_stack(GgmlType::Q4_K, cols, m, E, wq.data());
+      auto l = put_f32(b, logits, E);
+      auto ids = put(b, GgmlType::I32, k, n, nullptr);
+      auto w = put_f32(b, std::vector<float>(static_cast<size_t>(n * k)), k);
+      b.moe_route(l.t, true, 0.0f, ids.t, w.t);
+      auto x = put_f32(b, xs, cols);
+      auto y = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * m), NAN), m);
+      b.matmul_id(W, E, x.t, ids.t, y.t);
+      auto out = put_f32(b, std::vector<float>(static_cast<size_t>(n * m)), m);
+      b.moe_combine(y.t, w.t, Tensor{}, Tensor{}, out.t);
+      std::vector<int32_t> id(static_cast<size_t>(n * k));
+      b.download(ids.t, id.data(), id.size() * sizeof(int32_t));
+      return {std::vector<float>(id.begin(), id.end()), get_f32(b, w.t), get_f32(b, y.t), get_f32(b, out.t)};
+    };
+    const Outputs ref = run(cpu_ref()), got = run(*gpu()), streamed = run(small);
+    EXPECT_EQ(ref[0], got[0]) << "routed experts, n=" << n;
+    EXPECT_LE(nerr(ref[1], got[1]), 1e-10) << "routing weights, n=" << n;
+    EXPECT_LE(nerr(ref[2], got[2]), 1e-4) << "expert products, n=" << n;
+    EXPECT_LE(nerr(ref[3], got[3]), 1e-4) << "combine, n=" << n;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], streamed[i]) << "streamed output " << i << ", n=" << n;
+    if (n == 3) {  // each row of a 3-row call (<= 8 rows per expert): the bits of one row alone
+      for (int64_t r = 0; r < n; ++r) {
+        const Tensor W = gpu()->weight_stack(GgmlType::Q4_K, cols, m, E, wq.data());
+        auto ids = put_i32(*gpu(), std::vector<int32_t>(got[0].begin() + r * k, got[0].begin() + (r + 1) * k));
+        auto x = put_f32(*gpu(), std::vector<float>(xs.begin() + r * cols, xs.begin() + (r + 1) * cols), cols);
+        auto y = put_f32(*gpu(), std::vector<float>(static_cast<size_t>(k * m)), m);
+        gpu()->matmul_id(W, E, x.t, ids.t.reshape(k), y.t);
+        const auto y1 = get_f32(*gpu(), y.t);
+        EXPECT_TRUE(std::equal(y1.begin(), y1.end(), got[2].begin() + r * k * m)) << "matmul_id row " << r;
+      }
+    }
+  }
+  const cuda::ExpertCacheStats st = small.expert_cache_stats();
+  EXPECT_EQ(st.slots, 12);
+  EXPECT_GT(st.misses, 0u);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "diskformer/engine.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
+#include "qwen35_ref_check.h"
 #include "ref_harness.h"
 
 namespace df {
@@ -64,16 +65,6 @@ std::vector<Case> cases() {
   return out;
 }
 
-const std::vector<std::string> kPrompts = {
-    "The quick brown fox jumps over the lazy dog.",
-    "def fibonacci(n):\n    if n < 2:\n        return n\n",
-    "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
-    "import os\nimport sys\n\nfor path in sys.argv[1:]:\n    print(os.path.basename(path))",
-    "Numbers 12345 and 67.89, symbols #@!, and unicode: caf\xc3\xa9 na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac",
-};
-
-const std::string kRefCtx = " --kv f32 --fa off";
-
 class Qwen35MoeRef : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Qwen35MoeRef, LogitsAndGreedyMatchLlamaCpp) {
@@ -86,104 +77,7 @@ TEST_P(Qwen35MoeRef, LogitsAndGreedyMatchLlamaCpp) {
     model = q;
   }
 
-  std::vector<std::vector<Token>> prompts;
-  {
-    EngineOptions eo;
-    eo.model_path = model;
-    auto engine = Engine::load(eo);
-    ASSERT_EQ(engine->info().arch, "qwen35moe");
-    for (const auto& p : kPrompts) prompts.push_back(engine->tokenizer().encode(p, true));
-  }
-  const std::string in = dir + "/" + c.name + "_prompts.json";
-  reftest::write_file(in, nlohmann::json(prompts).dump());
-  const std::string bin = dir + "/" + c.name + "_logits.bin";
-  const auto meta = nlohmann::json::parse(
-      reftest::run(std::string(DF_LLAMA_REF) + " logits -m " + model + " --in " + in + " --out " + bin + " -c 256" + kRefCtx));
-  const auto ref = reftest::read_floats(bin);
-  const std::string gen = dir + "/" + c.name + "_gen.json";
-  reftest::run(std::string(DF_LLAMA_REF) + " generate -m " + model + " --in " + in + " -n 32 --out " + gen + kRefCtx);
-  const auto g = nlohmann::json::parse(reftest::read_file(gen));
-
-  for (const int64_t chunk : {1, 7, 64}) {
-    SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
-    EngineOptions eo;
-    eo.model_path = model;
-    eo.cpu.threads = 2;
-    eo.n_ctx = 256;
-    eo.prefill_chunk = chunk;
-    eo.kv_f32 = true;
-    auto engine = Engine::load(eo);
-    const int64_t n_vocab = meta["n_vocab"];
-    ASSERT_EQ(n_vocab, engine->info().n_vocab);
-    ASSERT_GT(engine->info().n_expert, 0);
-
-    // 1. logits at every position
-    size_t off = 0;
-    double worst = 0;
-    Session session(*engine);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const auto got = session.logits_all(prompts[i]);
-      ASSERT_LE(off + got.size(), ref.size());
-      const double e = normalised_error(ref.data() + off, got.data(), got.size());
-      worst = std::max(worst, e);
-      EXPECT_LE(e, c.max_nerr) << c.name << " prompt " << i;
-      off += got.size();
-    }
-    EXPECT_EQ(off, ref.size());
-    std::printf("%s chunk %lld: max normalised logits error %.3g\n", c.name.c_str(), static_cast<long long>(chunk), worst);
-
-    // 2. greedy generation, token for token; a divergence is excused only where llama.cpp's own
-    //    top two logits are closer than the tie margin.
-    int excused = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      GenerateOptions go;
-      go.max_new_tokens = 32;
-      go.stop_at_eog = false;
-      Session s(*engine);
-      const auto ours = s.generate(prompts[i], go, nullptr);
-      const auto theirs = g["tokens"][i].get<std::vector<Token>>();
-      const auto margins = g["margins"][i].get<std::vector<float>>();
-      ASSERT_EQ(ours.size(), theirs.size());
-      for (size_t t = 0; t < ours.size(); ++t) {
-        if (ours[t] == theirs[t]) continue;
-        if (margins[t] < c.tie_margin) {
-          ++excused;
-          break;
-        }
-        ADD_FAILURE() << c.name << " prompt " << i << " differs at generated token " << t << ": ours " << ours[t]
-                      << ", llama.cpp " << theirs[t] << " (llama.cpp margin " << margins[t] << ", tie margin "
-                      << c.tie_margin << ")";
-        break;
-      }
-    }
-    if (c.max_nerr <= 1e-4) {
-      EXPECT_LE(excused, 1) << "more than one prompt diverged at a near-tie";
-    }
-
-    // 3. teacher-forced: our argmax is llama.cpp's token at every generated position that is not
-    //    a near-tie.
-    int checked = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const auto theirs = g["tokens"][i].get<std::vector<Token>>();
-      const auto margins = g["margins"][i].get<std::vector<float>>();
-      std::vector<Token> seq = prompts[i];
-      seq.insert(seq.end(), theirs.begin(), theirs.end() - 1);
-      Session s(*engine);
-      const auto all = s.logits_all(seq);
-      for (size_t t = 0; t < theirs.size(); ++t) {
-        if (margins[t] < c.tie_margin) continue;
-        const float* row = all.data() + (prompts[i].size() - 1 + t) * static_cast<size_t>(n_vocab);
-        const auto best = static_cast<Token>(std::max_element(row, row + n_vocab) - row);
-        EXPECT_EQ(best, theirs[t]) << c.name << " prompt " << i << " position " << t << " (llama.cpp margin "
-                                   << margins[t] << ")";
-        ++checked;
-      }
-    }
-    EXPECT_GE(checked, 5 * 32 / 2) << "too few positions outside the tie margin";
-    std::printf("%s chunk %lld: greedy near-tie margin %.3g, %d prompts diverged at a near-tie, %d/160 teacher-forced "
-                "positions checked\n",
-                c.name.c_str(), static_cast<long long>(chunk), c.tie_margin, excused, checked);
-  }
+  reftest::check_hybrid_against_llama(model, {c.name, "qwen35moe", c.max_nerr, c.tie_margin});
 }
 
 // A file whose MoE tensors do not match its keys is a clear error naming the tensor: a missing

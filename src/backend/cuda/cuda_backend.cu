@@ -9,6 +9,8 @@
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/expert_cache.h"
+#include "backend/cuda/packed_weights.h"
 #include "backend/cuda/ops/argmax.cuh"
 #include "backend/cuda/ops/attention.cuh"
 #include "backend/cuda/ops/delta_rule.cuh"
@@ -76,18 +78,6 @@ bool same_shape(const Tensor& a, const Tensor& b) { return a.cols == b.cols && a
 
 }  // namespace
 
-// The GPU layouts of the weights, by the device address the Tensor of weight() carries.
-struct PackedWeights {
-  cudamv::Context tables;                                   // IQ tables on this device
-  std::unordered_map<const void*, cudamv::PackedWeight> by_data;
-  int32_t* iota = nullptr;                                  // 0, 1, 2, ...: row ids of weight tiles
-  gemm::Tuner gemm_tiles;                                   // the prefill GEMM's tile per shape
-  int64_t iota_n = 0;
-  ~PackedWeights() {
-    if (iota) cudaFree(iota);
-  }
-};
-
 int probe_devices(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
@@ -109,10 +99,15 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   ctx_ = std::make_unique<CudaContext>(opt.device);
   weights_ = std::make_unique<PackedWeights>();
   fuse_ = opt.fuse;
+  moe_ = std::make_unique<MoeBuffers>();
+  opt_ = opt;
+  streamed_ = opt.expert_cache_bytes > 0;
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(ctx_->device());  // no throw here: at exit the runtime may be gone already
+  experts_.reset();
+  moe_.reset();
   weights_.reset();
 }
 
@@ -125,12 +120,39 @@ uint64_t CudaBackend::device_memory() const { return ctx_->props().totalGlobalMe
 
 std::shared_ptr<Buffer> CudaBackend::alloc(size_t bytes) {
   check(!ctx_->capturing(), "alloc while a graph is captured");
+  ++i32_epoch_;  // fresh (zeroed) memory may reuse the address of freed ids
   return std::make_shared<DeviceBuffer>(*ctx_, bytes);
 }
 
 void CudaBackend::reserve_weights(uint64_t bytes) {
   ctx_->make_current();
-  ctx_->reserve_weights(bytes);
+  if (opt_.expert_cache_bytes < 0) {  // auto: stream the experts when the weights do not fit
+    size_t free_b = 0, total_b = 0;
+    cuda_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    streamed_ = bytes + (1ull << 30) > free_b;
+  }
+  // Streamed experts: the dense weights get their own allocations (the file's size would
+  // reserve the experts too).
+  if (!streamed_) ctx_->reserve_weights(bytes);
+}
+
+Tensor CudaBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) {
+  if (!streamed_) return weight(type, cols, rows * n_expert, host);
+  check(!ctx_->capturing(), "weight upload while a graph is captured");
+  if (!cudamv::supported(type))
+    throw Error("cuda: weights of type " + std::string(type_name(type)) + " are not supported on the GPU");
+  if (!experts_)
+    experts_ = std::make_unique<ExpertCache>(*ctx_, static_cast<uint64_t>(std::max<int64_t>(opt_.expert_cache_bytes, 0)),
+                                             1ull << 30);
+  const ExpertStack* s = experts_->add_stack(type, cols, rows, n_expert, host);
+  ensure_iota(rows);
+  Tensor t;
+  t.type = type;
+  t.cols = cols;
+  t.rows = rows * n_expert;
+  t.stride = row_bytes(type, cols);
+  t.data = const_cast<ExpertStack*>(s);  // a key for matmul_id only: host memory, never read as device data
+  return t;
 }
 
 Tensor CudaBackend::weight(GgmlType type, int64_t cols, int64_t rows, const void* host) {
@@ -165,7 +187,12 @@ Tensor CudaBackend::weight(GgmlType type, int64_t cols, int64_t rows, const void
     weights_->by_data.emplace(dst, cudamv::pack_weight(weights_->tables, type, cols, rows, host, dst, ctx_->stream()));
     t.data = dst;
   }
-  if (rows > weights_->iota_n) {  // row ids for dequantizing tiles of this weight
+  ensure_iota(rows);
+  return t;
+}
+
+void CudaBackend::ensure_iota(int64_t rows) {
+  if (rows > weights_->iota_n) {  // row ids for dequantizing tiles of a weight
     if (weights_->iota) cuda_check(cudaFree(weights_->iota), "cudaFree(iota)");
     weights_->iota = nullptr;
     cuda_check(cudaMalloc(&weights_->iota, static_cast<size_t>(rows) * sizeof(int32_t)), "cudaMalloc(iota)");
@@ -175,7 +202,6 @@ Tensor CudaBackend::weight(GgmlType type, int64_t cols, int64_t rows, const void
                "upload of row ids");
     weights_->iota_n = rows;
   }
-  return t;
 }
 
 const cudamv::PackedWeight& CudaBackend::packed(const Tensor& W) const {
@@ -194,6 +220,7 @@ const cudamv::PackedWeight* CudaBackend::find_packed(const Tensor& W) const {
 void CudaBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
   check(bytes <= dst.nbytes(), "upload larger than tensor");
   ctx_->make_current();
+  ++i32_epoch_;
   cuda_check(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, ctx_->stream()), "upload");
 }
 
@@ -222,6 +249,7 @@ void check_pos(const Tensor& pos, int64_t rows, const char* op) {
 void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
   check(ids.type == GgmlType::I32 && ids.cols == 1 && ids.stride == sizeof(int32_t), "get_rows ids must be I32 [n, 1]");
   check(is_f32(out) && out.cols == table.cols && out.rows >= ids.rows, "get_rows shapes");
+  check(!experts_ || !experts_->find(table.data), "get_rows of streamed experts (matmul_id only)");
   ctx_->make_current();
   const auto* id = static_cast<const int32_t*>(ids.data);
   const auto it = weights_->by_data.find(table.data);
@@ -247,15 +275,24 @@ void CudaBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
   check(W.cols == x.cols && y.cols == W.rows && y.rows == x.rows, "matmul shapes");
   ctx_->make_current();
   const cudamv::PackedWeight& P = packed(W);
-  const int64_t n = x.rows, k = W.cols, m = W.rows;
-  if (n <= cudamv::kMaxRows) {
+  if (x.rows <= cudamv::kMaxRows) {
     matvec_rows(P, x, y);
     return;
   }
-  if (n > gemm::kMinRows && gemm::supported(P) && fstride(x) % 4 == 0 && (reinterpret_cast<uintptr_t>(x.data) & 15u) == 0) {
+  mul_packed(P, fp(x), fstride(x), x.rows, fp(y), fstride(y));
+}
+
+void CudaBackend::mul_packed(const cudamv::PackedWeight& P, const float* x, int64_t x_stride, int64_t n, float* y,
+                             int64_t y_stride) {
+  const int64_t k = P.cols, m = P.rows;
+  if (n <= cudamv::kMaxRows && x_stride == k && y_stride == m) {
+    cudamv::matvec(P, x, y, static_cast<int>(n), ctx_->stream());
+    return;
+  }
+  if (n > gemm::kMinRows && gemm::supported(P) && x_stride % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0) {
     auto* xh = static_cast<uint16_t*>(ctx_->scratch(static_cast<size_t>(n * k) * sizeof(uint16_t)));
-    gemm::convert_x_f16(fp(x), fstride(x), n, k, xh, ctx_->stream());
-    weights_->gemm_tiles.gemm(P, xh, n, fp(y), fstride(y), ctx_->stream(), ctx_->capturing());
+    gemm::convert_x_f16(x, x_stride, n, k, xh, ctx_->stream());
+    weights_->gemm_tiles.gemm(P, xh, n, y, y_stride, ctx_->stream(), ctx_->capturing());
     return;
   }
   // More rows: dequantize tiles of R weight rows (bounded scratch, never the whole matrix)
@@ -266,7 +303,7 @@ void CudaBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
   for (int64_t r0 = 0; r0 < m; r0 += R) {
     const int64_t nr = std::min(R, m - r0);
     cudamv::get_rows(P, weights_->iota + r0, static_cast<int>(nr), tile, ctx_->stream());
-    launch_matmul_f32_tiled(tile, k, nr, k, fp(x), fstride(x), n, fp(y) + r0, fstride(y), ctx_->stream());
+    launch_matmul_f32_tiled(tile, k, nr, k, x, x_stride, n, y + r0, y_stride, ctx_->stream());
   }
 }
 
@@ -349,6 +386,7 @@ void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
   check(is_f32(logits) && out.type == GgmlType::I32 && out.rows == logits.rows && out.stride == sizeof(int32_t),
         "argmax shapes");
   ctx_->make_current();
+  ++i32_epoch_;
   launch_argmax(fp(logits), fstride(logits), logits.rows, logits.cols, static_cast<int32_t*>(out.data), ctx_->stream());
 }
 
@@ -367,6 +405,7 @@ void CudaBackend::add(const Tensor& x, const Tensor& y) {
 void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
   check(same_shape(src, dst) && src.type == dst.type, "copy shapes");
   ctx_->make_current();
+  ++i32_epoch_;
   if (src.rows == 0) return;
   const size_t rb = row_bytes(src.type, src.cols);
   cuda_check(cudaMemcpy2DAsync(dst.data, dst.stride, src.data, src.stride, rb, static_cast<size_t>(src.rows),
@@ -466,18 +505,6 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
 
 // ---- graphs ----
 
-// ---- mixture of experts ----
-
-namespace {
-[[noreturn]] void no_moe() {
-  throw Error("qwen35moe (mixture of experts) does not run on --device cuda yet: use --device cpu");
-}
-}  // namespace
-
-void CudaBackend::moe_route(const Tensor&, bool, float, const Tensor&, const Tensor&) { no_moe(); }
-void CudaBackend::matmul_id(const Tensor&, int64_t, const Tensor&, const Tensor&, const Tensor&) { no_moe(); }
-void CudaBackend::moe_combine(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_moe(); }
-
 std::unique_ptr<OpGraph> CudaBackend::record(const std::function<void()>& ops) {
   ctx_->make_current();
   cuda_check(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
@@ -545,6 +572,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   CudaOptions o;
   o.device = opt.cuda_device;
   o.fuse = opt.cuda_fuse;
+  o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   return std::make_unique<CudaBackend>(o);
 }
 

@@ -28,11 +28,18 @@ struct PackedWeight;
 namespace df::cuda {
 
 class CudaContext;
+class ExpertCache;
+struct ExpertCacheStats;
+struct MoeBuffers;
 struct PackedWeights;
 
 struct CudaOptions {
   int device = 0;
   bool fuse = true;  // false: the fused ops run as their unfused sequences (Backend's defaults)
+  // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
+  // memory, else kept in pinned host memory with a device cache of what is free; 0: always
+  // resident; > 0: in host memory with a device cache of this many bytes.
+  int64_t expert_cache_bytes = -1;
 };
 
 // CUDA devices this process can use; 0 (and the reason in *why) without a driver or a GPU.
@@ -47,6 +54,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<Buffer> alloc(size_t bytes) override;
   void reserve_weights(uint64_t bytes) override;
   Tensor weight(GgmlType type, int64_t cols, int64_t rows, const void* host) override;
+  Tensor weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) override;
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override;
@@ -71,9 +79,10 @@ class CudaBackend final : public Backend {
                 const Tensor& snapshots) override;
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                         const Tensor& state, float scale, const Tensor& out, const Tensor& snapshots) override;
-  // Mixture of experts (qwen35moe): not on the GPU yet; each throws a clear error.
-  void moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids,
-                 const Tensor& weights) override;
+  // MoE (moe_ops.cu). matmul_id reads the routed ids on the host (one download per routing:
+  // it synchronises, so MoE forwards run eagerly, not from graphs) and runs, per used expert,
+  // matvec/'s kernel over that expert's rows (decode: one matvec per slot, no gather).
+  void moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids, const Tensor& weights) override;
   void matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) override;
   void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
                    const Tensor& out) override;
@@ -101,6 +110,12 @@ class CudaBackend final : public Backend {
 
   CudaContext& context() { return *ctx_; }
 
+  // Whether routed experts stream through a device cache (see CudaOptions), and its
+  // counters (zero when they are resident).
+  bool experts_streamed() const { return streamed_; }
+  ExpertCacheStats expert_cache_stats() const;
+  void reset_expert_cache_stats();
+
  private:
   const cudamv::PackedWeight& packed(const Tensor& W) const;  // the GPU layout of a weight
   void matvec_rows(const cudamv::PackedWeight& W, const Tensor& x, const Tensor& y);
@@ -108,6 +123,17 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudaContext> ctx_;
   std::unique_ptr<PackedWeights> weights_;
   bool fuse_ = true;
+  // y [n, W.rows] = x [n, W.cols] * W^T for dense device rows (strides in floats): matvec for
+  // n <= 8, else dequantized tiles of W and the tiled f32 kernel.
+  void mul_packed(const cudamv::PackedWeight& W, const float* x, int64_t x_stride, int64_t n, float* y,
+                  int64_t y_stride);
+  void ensure_iota(int64_t rows);
+  const int32_t* host_ids(const Tensor& ids);  // the routed ids, downloaded once per routing
+  CudaOptions opt_;
+  bool streamed_ = false;                // routed experts in host memory (decided by reserve_weights)
+  std::unique_ptr<ExpertCache> experts_;
+  std::unique_ptr<MoeBuffers> moe_;
+  uint64_t i32_epoch_ = 0;  // bumped by every op that may write I32 device data
 };
 
 }  // namespace df::cuda
