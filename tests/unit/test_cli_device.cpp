@@ -2,19 +2,18 @@
 // machine without a GPU) is a clear error with a non-zero exit.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
+#include <utility>
 
-#include "ref_harness.h"
+#include "test_util.h"
 
 namespace df {
 namespace {
 
 // Exit status and output of `diskformer run <flags>` on the default model.
 std::pair<int, std::string> run_cli(const std::string& flags) {
-  const std::string out = reftest::work_dir() + "/cli_device_out.txt";
-  const int rc = std::system((std::string(DF_CLI) + " run -q -t 1 -n 2 --temp 0 -p 'def f(' " + flags + " > " + out + " 2>&1").c_str());
-  return {rc, reftest::read_file(out)};
+  auto r = testutil::run_status(std::string(DF_CLI) + " run -q -t 1 -n 2 --temp 0 -p 'def f(' " + flags + " 2>&1");
+  return {r.rc, std::move(r.out)};
 }
 
 TEST(CliDevice, CpuAndAutoRun) {
