@@ -14,14 +14,12 @@
 // 4096); the rest is the body.
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "gguf/gguf.h"
+#include "fuzz_vocabs.h"
 #include "server/api_error.h"
 #include "server/job_request.h"
 #include "server/openai_format.h"
@@ -38,28 +36,8 @@ void require(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-struct Vocab {
-  std::unique_ptr<df::gguf::File> file;
-  std::unique_ptr<df::Tokenizer> tok;
-};
-
+using df::fuzz::Vocab;
 const std::vector<Vocab>* g_vocabs = nullptr;
-
-std::vector<Vocab> load_vocabs() {
-  std::vector<std::string> paths = {std::string(DF_SOURCE_DIR) + "/models/default.gguf"};
-  const std::string src = DF_LLAMA_SRC;
-  if (!src.empty()) paths.push_back(src + "/models/ggml-vocab-qwen35.gguf");
-  std::vector<Vocab> out;
-  for (const auto& p : paths) {
-    if (!std::filesystem::exists(p)) continue;
-    Vocab v;
-    v.file = df::gguf::File::open(p);
-    v.tok = df::Tokenizer::from_gguf(*v.file);
-    out.push_back(std::move(v));
-  }
-  require(!out.empty());  // the default model is part of the repository
-  return out;
-}
 
 // The defaults `diskformer serve` passes (apps/server/cmd_serve.cpp).
 RequestDefaults serve_defaults() {
@@ -148,7 +126,7 @@ void check_stops_and_reply(const JobRequest& jr, Endpoint endpoint, const df::To
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  g_vocabs = new std::vector<Vocab>(load_vocabs());
+  g_vocabs = new std::vector<Vocab>(df::fuzz::load_vocabs({"qwen35"}));
   return 0;
 }
 

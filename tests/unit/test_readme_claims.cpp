@@ -135,7 +135,9 @@ TEST_F(ReadmeCli, IsaPicksTheKernelsAndAllAgree) {
     EXPECT_GT(j["decode_tokens_per_second"].get<double>(), 0);
     const std::vector<float> got = logits("--isa " + name);
     ASSERT_EQ(got.size(), ref.size());
-    EXPECT_LT(nerr(ref, got), 1e-6) << name << " vs scalar";
+    // The ISAs sum in different orders (measured: 1.7e-5 for avx2 and avx512 vs scalar over
+    // 16 positions); a wrong kernel would be off by order 1.
+    EXPECT_LT(nerr(ref, got), 1e-4) << name << " vs scalar";
   }
   const json a = cli_json("bench -q -t 1 -p 4 -n 2 -r 1 --isa auto");
   EXPECT_EQ(a["backend"].get<std::string>().rfind("cpu (" + best_name + ",", 0), 0u) << a.dump();
