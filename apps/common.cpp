@@ -13,6 +13,9 @@ namespace df::cli {
 void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("-m,--model", f.model, "GGUF model file or stored model name (default: the embedded default model)");
   add_store_flag(app, f.store);
+  app.add_option("--mtp-head", f.mtp_head,
+                 "GGUF file or stored model name holding the MTP head (blk.N.nextn.*, N = the model's layers) to "
+                 "use instead of the model's own, e.g. from `pull SPEC --tensors 'blk.N.*'`");
   app.add_option("--device", f.device, "compute device: cpu, cuda, or auto (CUDA when built in and a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("-t,--threads", f.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
@@ -51,6 +54,7 @@ void progress_bar(const std::string& label, double fraction) {
 std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   EngineOptions o;
   o.model_path = resolve_model_path(f.model, f.store);
+  if (!f.mtp_head.empty()) o.mtp_head_path = store::resolve_model(f.mtp_head, f.store);
   o.device = f.device;
   o.cpu.threads = f.threads;
   o.cpu.isa = f.isa;

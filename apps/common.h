@@ -13,6 +13,7 @@ namespace df::cli {
 struct ModelFlags {
   std::string model;           // -m: a file, or a stored model's name; empty: the embedded default model
   std::string store;           // --store
+  std::string mtp_head;        // --mtp-head: a GGUF file or stored model name holding the MTP head
   std::string device = "auto";  // --device cpu | cuda | auto
   int threads = 0;             // -t (CPU backend)
   int64_t ctx = 4096;          // -c

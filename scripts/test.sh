@@ -74,8 +74,9 @@ echo "release build + tests: $((SECONDS - start)) s"
 if [[ $SANITIZE == 1 ]]; then
   section "ASan + UBSan build (build-asan/, unit tests only)"
   # No reference tests and no benchmarks here: only df_unit_tests is built and run.
+  # CPU only (-DDF_CUDA=OFF): the CUDA code is compiled by the release build above.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDF_SANITIZE=ON \
-        -DDF_BENCH=OFF "${ASAN_REF_ARGS[@]}"
+        -DDF_BENCH=OFF -DDF_CUDA=OFF "${ASAN_REF_ARGS[@]}"
   ninja -C build-asan -j"$JOBS" df_unit_tests
   section "unit tests under ASan + UBSan"
   ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
@@ -88,7 +89,7 @@ if [[ $FUZZ == 1 ]]; then
   if command -v clang++ >/dev/null 2>&1; then
     fuzz_start=$SECONDS
     CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDF_FUZZ=ON \
-          -DDF_TESTS=OFF -DDF_BENCH=OFF "${ASAN_REF_ARGS[@]}"
+          -DDF_TESTS=OFF -DDF_BENCH=OFF -DDF_CUDA=OFF "${ASAN_REF_ARGS[@]}"
     FUZZ_TARGETS=(fuzz_gguf fuzz_tokenizer fuzz_model fuzz_server_request)
     if ninja -C build-fuzz -j"$JOBS" "${FUZZ_TARGETS[@]}"; then
       echo "fuzz build: $((SECONDS - fuzz_start)) s"

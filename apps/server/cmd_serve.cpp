@@ -67,7 +67,7 @@ void register_serve(CLI::App& app) {
     signal(SIGPIPE, SIG_IGN);
 
     auto engine = load_engine(f->model);
-    const std::string path = resolve_model_path(f->model.model);
+    const std::string path = engine->options().model_path;  // -m resolved (a stored name with --store too)
     server::HttpOptions http = f->http;
     http.model_id = std::filesystem::path(path).stem().string();
     http.aliases.insert(http.aliases.begin(), "diskformer");

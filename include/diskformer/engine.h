@@ -25,6 +25,10 @@ class File;
 
 struct EngineOptions {
   std::string model_path;
+  // A GGUF file holding an MTP head (blk.<n_layer>.nextn.* and its block) for the model, e.g.
+  // written by `diskformer pull SPEC --tensors 'blk.64.*'`: replaces the model's own head, or
+  // gives a trunk without nextn layers speculative decoding. Empty: the model file's head.
+  std::string mtp_head_path;
   std::string device = "auto";  // cpu | cuda | auto (make_backend)
   CpuBackendOptions cpu;        // CPU backend only: threads, isa
   int64_t n_ctx = 4096;        // positions a session holds (capped by nothing; memory is the limit)
@@ -78,6 +82,7 @@ class Engine {
   Engine() = default;
   EngineOptions opt_;
   std::unique_ptr<gguf::File> file_;
+  std::unique_ptr<gguf::File> head_file_;  // EngineOptions::mtp_head_path (the head's weights point into it)
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Model> model_;

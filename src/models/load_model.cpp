@@ -7,15 +7,19 @@
 
 namespace df {
 
-std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend) {
+std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend, const gguf::File* mtp_head) {
   const std::string arch = file.get_string("general.architecture");
   check_hparam_limits(file, arch);
   uint64_t weight_bytes = 0;  // every tensor, each padded to 256 bytes
-  for (const auto& t : file.tensors()) weight_bytes += (t.nbytes + 255) / 256 * 256;
+  for (const gguf::File* f : {&file, mtp_head})
+    if (f)
+      for (const auto& t : f->tensors()) weight_bytes += (t.nbytes + 255) / 256 * 256;
+  if (mtp_head && arch == "qwen3")
+    throw Error("an MTP head file was given, but architecture 'qwen3' has no MTP head (qwen35 and qwen35moe do)");
   backend.reserve_weights(weight_bytes);
   if (arch == "qwen3") return make_qwen3(file, backend);
-  if (arch == "qwen35") return make_qwen35(file, backend);
-  if (arch == "qwen35moe") return make_qwen35moe(file, backend);
+  if (arch == "qwen35") return make_qwen35(file, backend, mtp_head);
+  if (arch == "qwen35moe") return make_qwen35moe(file, backend, mtp_head);
   throw Error("unsupported model architecture '" + arch + "' (supported: qwen3, qwen35, qwen35moe)");
 }
 

@@ -201,6 +201,8 @@ class MtpHead {
 
 // Reads general.architecture and builds the model on the backend (throws df::Error for an
 // unsupported architecture, a missing tensor or key, or a shape that does not match).
-std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend);
+// mtp_head (optional): a GGUF file whose MTP block becomes the model's head, replacing the
+// file's own (qwen35, qwen35moe; it must outlive the model).
+std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend, const gguf::File* mtp_head = nullptr);
 
 }  // namespace df

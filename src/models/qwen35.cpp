@@ -45,7 +45,7 @@ struct Scratch {
 
 class Qwen35 final : public Model {
  public:
-  Qwen35(const gguf::File& f, Backend& b) : Model(b), hp_(qwen35::read_hparams(f)), ws_(b) {
+  Qwen35(const gguf::File& f, Backend& b, const gguf::File* head_file) : Model(b), hp_(qwen35::read_hparams(f)), ws_(b) {
     ModelInfo& m = hp_.info;
     if (hp_.moe) throw Error("qwen35: a qwen35moe file (load it with make_qwen35moe)");
     shape_ = blocks::attn_shape(m, hp_.sections);
@@ -56,10 +56,12 @@ class Qwen35 final : public Model {
       layers_.push_back(qwen35::load_layer(w, hp_, l, hp_.recurrent[static_cast<size_t>(l)]));
     blocks::set_weight_bytes(w, tok_embd_, m);
     // MTP layers: the first is the head (llama.cpp runs one); any further ones are checked.
-    if (m.n_layer_nextn > 0) {
+    // A head file (--mtp-head) replaces the file's own head.
+    if (head_file)
+      mtp_ = qwen35::mtp_from_file(f, *head_file, b, hp_, tok_embd_, head_);
+    else if (m.n_layer_nextn > 0)
       mtp_ = std::make_unique<qwen35::Mtp>(f, b, hp_, tok_embd_, head_);
-      m.weight_bytes += mtp_->weight_bytes();
-    }
+    if (mtp_) m.weight_bytes += mtp_->weight_bytes();
     WeightLoader extra(f, b);
     for (int64_t l = m.n_layer + 1; l < hp_.n_layer_all; ++l) qwen35::check_mtp_layer(extra, hp_, l);
     m.weight_bytes += extra.bytes_loaded();
@@ -138,6 +140,8 @@ class Qwen35 final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_qwen35(const gguf::File& f, Backend& b) { return std::make_unique<Qwen35>(f, b); }
+std::unique_ptr<Model> make_qwen35(const gguf::File& f, Backend& b, const gguf::File* head_file) {
+  return std::make_unique<Qwen35>(f, b, head_file);
+}
 
 }  // namespace df

@@ -37,4 +37,11 @@ class Mtp final : public MtpHead {
   Tensor ffn_out_;          // [B, dim] qwen35moe: MoE FFN output
 };
 
+// The head of another GGUF file `head` for the trunk of `trunk` (qwen35_mtp_file.cpp): its
+// MTP block must be blk.<n_layer> of the trunk's architecture and vocabulary; tensors are
+// loaded with the trunk's shapes. Throws df::Error naming the file and the tensor or key
+// that does not fit. `head` must outlive the returned head (weights may point into it).
+std::unique_ptr<Mtp> mtp_from_file(const gguf::File& trunk, const gguf::File& head, Backend& b, const Hparams& hp,
+                                   const Tensor& tok_embd, const blocks::OutputHead& out);
+
 }  // namespace df::qwen35

@@ -38,14 +38,22 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   std::unique_ptr<Engine> e(new Engine());
   e->opt_ = opt;
   e->file_ = gguf::File::open(opt.model_path);
+  if (!opt.mtp_head_path.empty()) {
+    try {
+      e->head_file_ = gguf::File::open(opt.mtp_head_path);
+    } catch (const Error& x) {
+      throw Error(std::string("the MTP head file: ") + x.what());
+    }
+  }
   e->tokenizer_ = Tokenizer::from_gguf(*e->file_);
   BackendOptions bo;
   bo.device = opt.device;
   bo.cpu = opt.cpu;
   e->backend_ = make_backend(bo);
-  e->model_ = load_model(*e->file_, *e->backend_);
+  e->model_ = load_model(*e->file_, *e->backend_, e->head_file_.get());
   if (e->model_->info().n_vocab < e->tokenizer_->n_vocab())
     throw Error("the output head has fewer rows than the tokenizer has tokens");
+  if (e->head_file_) prefault(*e->head_file_, {});
   prefault(*e->file_, opt.on_progress);
   return e;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -66,7 +67,34 @@ uint64_t read_range(const std::string& url, uint64_t first, uint64_t last, const
   return total;
 }
 
+// The block index L of a tensor named blk.L.*, or -1.
+int64_t block_of(const std::string& name) {
+  long long l = -1;
+  int end = 0;
+  if (std::sscanf(name.c_str(), "blk.%lld.%n", &l, &end) == 1 && end > 0) return l;
+  return -1;
+}
+
 }  // namespace
+
+TrunkRewrite trunk_rewrite(const gguf::File& src, const std::vector<std::string>& chosen) {
+  TrunkRewrite r;
+  const std::string arch = src.get_string("general.architecture", "");
+  const gguf::Value* count = src.find(arch + ".block_count");
+  const gguf::Value* nextn = src.find(arch + ".nextn_predict_layers");
+  if (arch.empty() || !count || !nextn || !count->is_integer() || !nextn->is_integer()) return r;
+  const uint64_t n = count->as_u64("block_count"), k = nextn->as_u64("nextn_predict_layers");
+  if (k == 0 || k >= n) return r;
+  for (const std::string& t : chosen) {
+    const int64_t l = block_of(t);
+    if (l >= static_cast<int64_t>(n - k) && l < static_cast<int64_t>(n)) return r;  // a head is taken
+  }
+  r.applies = true;
+  r.block_count_key = arch + ".block_count";
+  r.nextn_key = arch + ".nextn_predict_layers";
+  r.trunk_layers = n - k;
+  return r;
+}
 
 std::vector<ByteRange> tensor_extents(const gguf::File& f, const std::vector<const gguf::TensorInfo*>& tensors) {
   std::vector<ByteRange> r;
@@ -124,15 +152,25 @@ TensorPullResult pull_tensors(const std::string& url, const std::string& part_pa
                   " tensors of " + url + (src->tensors().empty() ? "" : " (the first is '" + src->tensors()[0].name + "')"));
   }
   gguf::Writer w;
-  for (const auto& [k, v] : src->metadata()) w.set(k, v);
   std::vector<const gguf::TensorInfo*> chosen;
   for (const gguf::TensorInfo& t : src->tensors())
     if (tensor_name_matches(t.name, patterns)) {
-      w.add_tensor_info(t.name, t.type, t.ne);
       chosen.push_back(&t);
       r.tensors.push_back(t.name);
       r.tensor_bytes += t.nbytes;
     }
+  const TrunkRewrite trunk = trunk_rewrite(*src, r.tensors);
+  for (const auto& [k, v] : src->metadata()) {
+    if (trunk.applies && k == trunk.nextn_key) continue;
+    gguf::Value out = v;
+    if (trunk.applies && k == trunk.block_count_key) out.v = trunk.trunk_layers;
+    w.set(k, out);
+  }
+  if (trunk.applies && opt.on_note)
+    opt.on_note("no tensor of the MTP (nextn) blocks taken: written as a trunk (" + trunk.block_count_key + " = " +
+                std::to_string(trunk.trunk_layers) + ", no " + trunk.nextn_key + ")");
+  r.trunk = trunk.applies;
+  for (const gguf::TensorInfo* t : chosen) w.add_tensor_info(t->name, t->type, t->ne);
   if (!expected_ranges.empty()) {
     const std::vector<ByteRange> got = tensor_extents(*src, chosen);
     if (got != expected_ranges) {

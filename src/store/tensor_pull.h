@@ -2,7 +2,8 @@
 // (growing until it parses), the tensors whose names match any of the glob patterns are
 // chosen, and a local GGUF is written with the source's metadata and those tensors, each
 // downloaded by its own Range request straight to its place in the .part file. The part is
-// laid out sequentially, so an interrupted pull resumes from the part's length.
+// laid out sequentially, so an interrupted pull resumes from the part's length. A pull of a
+// trunk without its MTP blocks says so in its metadata (trunk_rewrite).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -27,7 +28,19 @@ struct TensorPullResult {
   std::string sha256;              // of the local file
   uint64_t resumed_from = 0;
   uint64_t transferred = 0;        // body bytes received by this call (header included)
+  bool trunk = false;              // written as a trunk (see trunk_rewrite)
 };
+
+// A pull that takes no tensor of the MTP (nextn) blocks of a file that has them
+// ({arch}.nextn_predict_layers = k > 0 of {arch}.block_count = n: blocks n-k .. n-1) is a
+// trunk: its metadata says block_count = n - k and has no nextn_predict_layers, so that it
+// loads without a head (`--mtp-head` gives it one). Every other key is the source's.
+struct TrunkRewrite {
+  bool applies = false;
+  std::string block_count_key, nextn_key;
+  uint64_t trunk_layers = 0;
+};
+TrunkRewrite trunk_rewrite(const gguf::File& src, const std::vector<std::string>& chosen_names);
 
 // Writes the local GGUF to part_path (complete on return; the caller renames it).
 // expected_remote_size pins the remote file's size; expected_ranges (when not empty) pins

@@ -439,6 +439,18 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
 
 // ---- graphs ----
 
+// ---- mixture of experts ----
+
+namespace {
+[[noreturn]] void no_moe() {
+  throw Error("qwen35moe (mixture of experts) does not run on --device cuda yet: use --device cpu");
+}
+}  // namespace
+
+void CudaBackend::moe_route(const Tensor&, bool, float, const Tensor&, const Tensor&) { no_moe(); }
+void CudaBackend::matmul_id(const Tensor&, int64_t, const Tensor&, const Tensor&, const Tensor&) { no_moe(); }
+void CudaBackend::moe_combine(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_moe(); }
+
 std::unique_ptr<OpGraph> CudaBackend::record(const std::function<void()>& ops) {
   ctx_->make_current();
   cuda_check(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");

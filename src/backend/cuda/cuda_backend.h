@@ -70,6 +70,12 @@ class CudaBackend final : public Backend {
                 const Tensor& snapshots) override;
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                         const Tensor& state, float scale, const Tensor& out, const Tensor& snapshots) override;
+  // Mixture of experts (qwen35moe): not on the GPU yet; each throws a clear error.
+  void moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids,
+                 const Tensor& weights) override;
+  void matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) override;
+  void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
+                   const Tensor& out) override;
 
   // ---- graphs ----
   std::unique_ptr<OpGraph> record(const std::function<void()>& ops) override;
