@@ -10,6 +10,7 @@
 //   - speculative decoding (`--spec mtp|draft-mtp|none`, `--spec-type`, `--draft-max`,
 //     `--spec-draft-n-max`) gives the tokens of plain greedy decoding, and `--output json`
 //     reports `stats.spec` with one acceptance figure per draft position;
+//     `bench --spec mtp --draft-accept P` measures plain beside speculative generation;
 //   - `inspect` lists the metadata, the hyperparameters and every tensor.
 #include <gtest/gtest.h>
 
@@ -190,6 +191,18 @@ TEST_F(ReadmeCli, SpeculativeDecodingKeepsTheGreedyTokens) {
     EXPECT_LT(r.rc, 128) << bad << " crashed";
     EXPECT_NE(r.out.find("--draft-max"), std::string::npos) << bad << "\n" << r.out;
   }
+}
+
+// README: "`bench --spec mtp [--draft-accept P]` measures plain beside speculative generation".
+// --draft-accept 1 replaces every proposal by the greedy continuation: all are accepted.
+TEST_F(ReadmeCli, BenchSpecMeasuresPlainBesideSpeculative) {
+  const json j = cli_json("bench -q -t 1 -p 4 -n 16 -r 1 --spec mtp --draft-accept 1 --draft-max 3 --draft-fixed");
+  const json& s = j["spec"];
+  EXPECT_EQ(s["identical_to_plain"], true);
+  EXPECT_GT(s["drafted"].get<int64_t>(), 0);
+  EXPECT_EQ(s["accepted"], s["drafted"]);
+  EXPECT_GT(s["plain_tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(s["spec_tokens_per_second"].get<double>(), 0);
 }
 
 TEST_F(ReadmeCli, InspectListsMetadataHyperparametersAndTensors) {
