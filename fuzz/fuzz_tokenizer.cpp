@@ -7,38 +7,17 @@
 //   - the streaming decoder, fed the ids one by one, gives exactly decode(ids);
 //   - every piece is what token_to_piece says.
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "gguf/gguf.h"
+#include "fuzz_vocabs.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 
-struct Vocab {
-  std::unique_ptr<df::gguf::File> file;
-  std::unique_ptr<df::Tokenizer> tok;
-};
-
-std::vector<Vocab> load_vocabs() {
-  std::vector<std::string> paths = {std::string(DF_SOURCE_DIR) + "/models/default.gguf"};
-  const std::string src = DF_LLAMA_SRC;
-  if (!src.empty())
-    for (const char* name : {"qwen2", "qwen35"}) paths.push_back(src + "/models/ggml-vocab-" + name + ".gguf");
-  std::vector<Vocab> out;
-  for (const auto& p : paths) {
-    if (!std::filesystem::exists(p)) continue;
-    Vocab v;
-    v.file = df::gguf::File::open(p);
-    v.tok = df::Tokenizer::from_gguf(*v.file);
-    out.push_back(std::move(v));
-  }
-  if (out.empty()) __builtin_trap();  // the default model is part of the repository
-  return out;
-}
+using df::fuzz::Vocab;
 
 // Strict UTF-8: shortest forms, no surrogates, at most U+10FFFF.
 bool valid_utf8(std::string_view s) {
@@ -67,12 +46,10 @@ bool valid_utf8(std::string_view s) {
 
 }  // namespace
 
-// Loaded before fuzzing starts (three vocabularies of up to 152k tokens take seconds under
-// ASan; inside the first input they would count against -timeout).
 const std::vector<Vocab>* g_vocabs = nullptr;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  g_vocabs = new std::vector<Vocab>(load_vocabs());
+  g_vocabs = new std::vector<Vocab>(df::fuzz::load_vocabs({"qwen2", "qwen35"}));
   return 0;
 }
 

@@ -90,7 +90,7 @@ if [[ $FUZZ == 1 ]]; then
     fuzz_start=$SECONDS
     CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDF_FUZZ=ON \
           -DDF_TESTS=OFF -DDF_BENCH=OFF -DDF_CUDA=OFF "${ASAN_REF_ARGS[@]}"
-    FUZZ_TARGETS=(fuzz_gguf fuzz_tokenizer fuzz_model)
+    FUZZ_TARGETS=(fuzz_gguf fuzz_tokenizer fuzz_model fuzz_server_request)
     if ninja -C build-fuzz -j"$JOBS" "${FUZZ_TARGETS[@]}"; then
       echo "fuzz build: $((SECONDS - fuzz_start)) s"
       for t in "${FUZZ_TARGETS[@]}"; do

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "server/api_error.h"
+#include "server/job_request.h"
 #include "server/openai_format.h"
 
 namespace df::server {
@@ -257,38 +258,12 @@ void HttpApi::routes() {
     try {
       authorized(req);
       if (stopping_) throw ApiError(503, "the server is shutting down");
-      const ApiRequest r = parse_request(endpoint, req.body, opt_.defaults);
-      // The prompt exactly as `diskformer run` builds it (special tokens parsed).
-      GenParams gp;
-      std::string text;
-      if (endpoint == Endpoint::CHAT) {
-        text = chat_prompt(r.messages, true, r.enable_thinking);
-        // Hybrid models: a checkpoint where the history ends, as `diskformer chat` and
-        // `run --chat` keep: the next turn re-renders this answer and diverges right after
-        // it. (No other split: a prompt computed afresh goes in the same chunks as in `run`,
-        // so its greedy answer is the same bits.)
-        gp.checkpoint_at.push_back(static_cast<int64_t>(tok.encode(chat_prompt(r.messages, false, false), true).size()));
-      } else {
-        text = r.prompt;
-      }
-      std::vector<Token> prompt = tok.encode(text, true);
-      const int64_t n_ctx = sched_.engine().options().n_ctx;
-      if (prompt.empty()) throw ApiError(400, "the prompt has no tokens", endpoint == Endpoint::CHAT ? "messages" : "prompt");
-      if (static_cast<int64_t>(prompt.size()) > n_ctx)
-        throw ApiError(400,
-                       "the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context of " +
-                           std::to_string(n_ctx) + " tokens",
-                       endpoint == Endpoint::CHAT ? "messages" : "prompt", "context_length_exceeded");
-      gp.choice.sampling = r.sampling;
+      JobRequest jr = job_request(endpoint, req.body, opt_.defaults, tok, sched_.engine().options().n_ctx);
+      const ApiRequest& r = jr.request;
+      GenParams gp = std::move(jr.params);
       if (!r.seed_given) gp.choice.sampling.seed = std::random_device{}();
-      gp.choice.frequency_penalty = r.frequency_penalty;
-      gp.choice.presence_penalty = r.presence_penalty;
-      gp.choice.top_logprobs = r.top_logprobs;
-      gp.max_tokens = r.max_tokens;
-      gp.stop = r.stop;
-      gp.ignore_eos = r.ignore_eos;
       if (opt_.time_limit.count() > 0) gp.deadline = Clock::now() + opt_.time_limit;
-      auto job = std::make_shared<Job>(std::move(prompt), std::move(gp));
+      auto job = std::make_shared<Job>(std::move(jr.prompt), std::move(gp));
       sched_.submit(job);
 
       // Headers go out once the job has a slot, so that a failure in the queue still gets

@@ -119,7 +119,9 @@ ApiRequest parse_request(Endpoint endpoint, const std::string& body, const Reque
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error for bad syntax, out_of_range for a number past double's range (1e999):
+    // both are the client's fault.
     throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object, not " + type_name(j));

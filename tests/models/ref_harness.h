@@ -5,19 +5,21 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace df::reftest {
 
-// Runs a shell command; fails the test (throws) when it exits non-zero. Returns stdout.
-std::string run(const std::string& cmd);
+// run: a shell command; throws when it exits non-zero. Returns stdout.
+using testutil::read_file;
+using testutil::run;
+using testutil::write_file;
 std::string work_dir();  // DF_WORK_DIR, created on first use
-void write_file(const std::string& path, const std::string& text);
-std::string read_file(const std::string& path);
 std::vector<float> read_floats(const std::string& path);
 
 // mse(a, b) / mse(a, 0)
 double normalised_error(const float* ref, const float* got, size_t n);
 
-// Generates a random qwen3 model with df_make_model (cached by name within a test run).
+// Writes a random model with df_make_model into work_dir() (on every call).
 std::string make_model(const std::string& name, const std::string& args);
 
 }  // namespace df::reftest

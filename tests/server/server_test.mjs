@@ -109,7 +109,7 @@ const CHAT_PROMPTS = ['def add(a, b):', 'Write a function that reverses a string
 
 // ---- the tests ----
 // 12 slots: a full step runs as two forwards (--step-rows 8), a queue forms behind them.
-const server = await startServer(['--parallel', '12', '--api-key', KEY, '--max-body', '65536']);
+const server = await startServer(['--parallel', '12', '--api-key', KEY, '--max-body', '65536', '--alias', 'my-alias']);
 const port = server.port;
 const base = `http://127.0.0.1:${port}`;
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000, httpAgent: agent });
@@ -121,6 +121,18 @@ try {
     assert.equal(list.data.length, 1);
     assert.equal(list.data[0].id, 'default');
     assert.equal(list.data[0].object, 'model');
+    assert.deepEqual(list.data[0].aliases, ['diskformer', 'my-alias']);
+  });
+
+  await check('the model by its id, "diskformer" or an --alias; a missing model means the served one', async () => {
+    for (const model of ['default', 'diskformer', 'my-alias', undefined]) {
+      const q = { prompt: 'import os', max_tokens: 1, temperature: 0 };
+      if (model) q.model = model;
+      const r = await client.completions.create(q);
+      assert.equal(r.model, model ?? 'default');
+    }
+    await assert.rejects(client.completions.create({ model: 'other', prompt: 'import os', max_tokens: 1 }),
+                         (e) => e.status === 404);
   });
 
   const ref = cliRun(CODE_PROMPTS[0], 40, false);
@@ -357,6 +369,7 @@ try {
     const cases400 = [
       [chat, '{"messages": [', null],
       [chat, '[1, 2]', null],
+      [chat, '{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e999}', null],
       [chat, { model: 'default' }, 'messages'],
       [chat, { messages: [] }, 'messages'],
       [chat, { messages: 'hi' }, 'messages'],

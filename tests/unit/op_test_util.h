@@ -38,14 +38,15 @@ inline Tensor view(std::vector<float>& v, int64_t cols) {
   return t;
 }
 
-// The vector as an i32 tensor [n, 1] (token ids, positions).
-inline Tensor view_i32(std::vector<int32_t>& v) {
+// The vector as an i32 tensor of rows of `cols` elements: [n, 1] token ids or positions,
+// [n, k] expert ids.
+inline Tensor view_i32(std::vector<int32_t>& v, int64_t cols = 1) {
   Tensor t;
   t.data = v.data();
   t.type = GgmlType::I32;
-  t.cols = 1;
-  t.rows = static_cast<int64_t>(v.size());
-  t.stride = sizeof(int32_t);
+  t.cols = cols;
+  t.rows = static_cast<int64_t>(v.size()) / cols;
+  t.stride = static_cast<size_t>(cols) * sizeof(int32_t);
   return t;
 }
 

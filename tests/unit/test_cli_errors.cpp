@@ -4,15 +4,13 @@
 // must exit non-zero with a message that names the problem; a good command exits 0 (so the
 // harness itself is checked).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "test_util.h"
 
 namespace {
 
@@ -21,29 +19,9 @@ namespace fs = std::filesystem;
 const std::string kCli = DF_CLI;
 const std::string kModel = std::string(DF_SOURCE_DIR) + "/models/default.gguf";
 
-struct Result {
-  int rc = -1;
-  std::string out;  // stdout and stderr
-};
+using Result = df::testutil::CommandResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = kCli + " " + args + " 2>&1 </dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r;
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+Result run(const std::string& args) { return df::testutil::run_status(kCli + " " + args + " 2>&1 </dev/null"); }
 
 class Cli : public ::testing::Test {
  protected:
@@ -54,7 +32,7 @@ class Cli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& bytes) {
     const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << bytes;
+    df::testutil::write_file(path, bytes);
     return path;
   }
   // Exits with code 1 and a message containing every one of `want`; never a crash.
@@ -84,7 +62,7 @@ TEST_F(Cli, MissingFiles) {
 }
 
 TEST_F(Cli, TruncatedAndCorruptFiles) {
-  const std::string model = read_bytes(kModel);
+  const std::string model = df::testutil::read_file(kModel);
   ASSERT_GT(model.size(), 1u << 20);
   // Cut in the metadata, and cut in the tensor data.
   const std::string head = write("head.gguf", model.substr(0, 4096));
@@ -110,7 +88,7 @@ size_t tensor_info_at(const std::string& file, const std::string& name) {
 }
 
 TEST_F(Cli, UnknownTensorTypeAndMissingTensor) {
-  const std::string model = read_bytes(kModel);
+  const std::string model = df::testutil::read_file(kModel);
   const std::string name = "output_norm.weight";
   const size_t at = tensor_info_at(model, name);
   ASSERT_NE(at, std::string::npos);

@@ -22,16 +22,7 @@ using optest::isas;
 using optest::nerr;
 using optest::randn;
 using optest::view;
-
-Tensor ids_view(std::vector<int32_t>& v, int64_t k) {
-  Tensor t;
-  t.data = v.data();
-  t.type = GgmlType::I32;
-  t.cols = k;
-  t.rows = static_cast<int64_t>(v.size()) / k;
-  t.stride = static_cast<size_t>(k) * sizeof(int32_t);
-  return t;
-}
+using optest::view_i32;
 
 struct Route {
   std::vector<int32_t> ids;
@@ -83,7 +74,7 @@ TEST(MoeOps, RouteMatchesSoftmaxTopK) {
           cpu::CpuBackend b({2, isa});
           std::vector<int32_t> ids(static_cast<size_t>(n * k), -1);
           std::vector<float> w(static_cast<size_t>(n * k));
-          b.moe_route(view(logits, E), normalize, scale, ids_view(ids, k), view(w, k));
+          b.moe_route(view(logits, E), normalize, scale, view_i32(ids, k), view(w, k));
           EXPECT_EQ(ids, want.ids);
           EXPECT_LT(nerr(want.w, w), 1e-12);
           if (normalize && scale == 0.0f) {
@@ -105,7 +96,7 @@ TEST(MoeOps, RouteTiesPickTheLowerIndex) {
   cpu::CpuBackend b({1, cpu::best_isa()});
   std::vector<int32_t> ids(k);
   std::vector<float> w(k);
-  b.moe_route(view(logits, E), true, 0.0f, ids_view(ids, k), view(w, k));
+  b.moe_route(view(logits, E), true, 0.0f, view_i32(ids, k), view(w, k));
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 2, 4}));
   EXPECT_EQ(w[0], w[1]);
   EXPECT_EQ(w[1], w[2]);
@@ -115,11 +106,11 @@ TEST(MoeOps, RouteRejectsBadShapes) {
   std::vector<float> logits(16), w(3);
   std::vector<int32_t> ids(3);
   cpu::CpuBackend b({1, cpu::Isa::SCALAR});
-  EXPECT_THROW(b.moe_route(view(logits, 8), true, 0, ids_view(ids, 3), view(w, 3)), Error);  // 2 rows, 1 out
+  EXPECT_THROW(b.moe_route(view(logits, 8), true, 0, view_i32(ids, 3), view(w, 3)), Error);  // 2 rows, 1 out
   std::vector<float> one(4);
   std::vector<int32_t> ids5(5);
   std::vector<float> w5(5);
-  EXPECT_THROW(b.moe_route(view(one, 4), true, 0, ids_view(ids5, 5), view(w5, 5)), Error);  // k > E
+  EXPECT_THROW(b.moe_route(view(one, 4), true, 0, view_i32(ids5, 5), view(w5, 5)), Error);  // k > E
 }
 
 // Random weight bytes of a type, quantised from normals.
@@ -159,7 +150,7 @@ TEST(MoeOps, MatmulIdEqualsDenseMatmulPerExpert) {
           auto x = randn(static_cast<size_t>((shared_x ? n : n * k) * cols), static_cast<uint32_t>(n * 31 + k));
           auto ids = random_ids(n, k, E, static_cast<uint32_t>(n + k));
           std::vector<float> y(static_cast<size_t>(n * k * m), NAN);
-          b.matmul_id(W, E, view(x, cols), ids_view(ids, k), view(y, m));
+          b.matmul_id(W, E, view(x, cols), view_i32(ids, k), view(y, m));
           // reference 1: for each expert, the dense matmul of the rows routed to it, in batch order
           std::vector<float> want(y.size(), NAN);
           for (int32_t e = 0; e < E; ++e) {
@@ -203,11 +194,11 @@ TEST(MoeOps, MatmulIdRejectsBadInput) {
   cpu::CpuBackend b({1, cpu::Isa::SCALAR});
   const Tensor W = b.weight(GgmlType::F32, cols, E * m, Wf.data());
   std::vector<int32_t> bad = {0, 4, 1, 2};
-  EXPECT_THROW(b.matmul_id(W, E, view(x, cols), ids_view(bad, 2), view(y, m)), Error);  // id 4 of 4 experts
+  EXPECT_THROW(b.matmul_id(W, E, view(x, cols), view_i32(bad, 2), view(y, m)), Error);  // id 4 of 4 experts
   std::vector<int32_t> ok = {0, 3, 1, 2};
-  EXPECT_THROW(b.matmul_id(W, 3, view(x, cols), ids_view(ok, 2), view(y, m)), Error);   // 32 rows / 3 experts
+  EXPECT_THROW(b.matmul_id(W, 3, view(x, cols), view_i32(ok, 2), view(y, m)), Error);   // 32 rows / 3 experts
   std::vector<float> y_short(static_cast<size_t>(3 * m));
-  EXPECT_THROW(b.matmul_id(W, E, view(x, cols), ids_view(ok, 2), view(y_short, m)), Error);
+  EXPECT_THROW(b.matmul_id(W, E, view(x, cols), view_i32(ok, 2), view(y_short, m)), Error);
 }
 
 TEST(MoeOps, CombineSumsInSlotOrderWithSharedExpert) {

@@ -233,34 +233,34 @@ TEST_F(MtpHeadFile, HeadsThatDoNotFitAreErrorsNamingTheTensorOrKey) {
 // The CLI: pull the head through the loopback server, run the trunk with the stored head.
 TEST_F(MtpHeadFile, CliPullThenRunAndBenchWithTheHead) {
   const std::string s = " --store " + dir.path;
-  const std::string pulled = modeltest::run_command(std::string(DF_CLI) + " pull " + server.url("default.gguf") +
+  const std::string pulled = testutil::run(std::string(DF_CLI) + " pull " + server.url("default.gguf") +
                                                     " --tensors 'blk.8.*' --name head -q" + s + " 2>&1");
   EXPECT_NE(pulled.find("head: " + dir.path + "/head.gguf"), std::string::npos) << pulled;
   const std::string args =
       " -p 'def add(a, b):\n    return' -n 24 --temp 0 -q -t 1 --draft-max 3 --draft-fixed --output json 2>/dev/null";
   const auto ref = nlohmann::json::parse(
-      modeltest::run_command(std::string(DF_CLI) + " run -m " + modeltest::default_model() + " --spec none" + args));
+      testutil::run(std::string(DF_CLI) + " run -m " + modeltest::default_model() + " --spec none" + args));
   const auto got = nlohmann::json::parse(
-      modeltest::run_command(std::string(DF_CLI) + " run -m " + trunk + " --mtp-head head --spec mtp" + s + args));
+      testutil::run(std::string(DF_CLI) + " run -m " + trunk + " --mtp-head head --spec mtp" + s + args));
   EXPECT_EQ(got["tokens"], ref["tokens"]);
   ASSERT_TRUE(got["stats"].contains("spec")) << got.dump();
   EXPECT_GT(got["stats"]["spec"]["drafted"].get<int64_t>(), 0);
   // Without the head the trunk cannot draft; with a head that does not fit, a non-zero exit.
-  EXPECT_THROW(modeltest::run_command(std::string(DF_CLI) + " run -m " + trunk + " --spec mtp" + args), std::runtime_error);
+  EXPECT_THROW(testutil::run(std::string(DF_CLI) + " run -m " + trunk + " --spec mtp" + args), std::runtime_error);
   try {
-    modeltest::run_command(std::string(DF_CLI) + " run -m " + trunk + " --mtp-head " + trunk + " -p x -n 1 -q 2>&1");
+    testutil::run(std::string(DF_CLI) + " run -m " + trunk + " --mtp-head " + trunk + " -p x -n 1 -q 2>&1");
     ADD_FAILURE() << "a head file without a head was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("holds no MTP head"), std::string::npos) << e.what();
   }
   try {
-    modeltest::run_command(std::string(DF_CLI) + " run -m " + trunk + " --mtp-head " + DF_SOURCE_DIR +
+    testutil::run(std::string(DF_CLI) + " run -m " + trunk + " --mtp-head " + DF_SOURCE_DIR +
                            "/README.md -p x -n 1 -q 2>&1");
     ADD_FAILURE() << "a head file that is no GGUF was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("the MTP head file: GGUF file"), std::string::npos) << e.what();
   }
-  const auto bench = nlohmann::json::parse(modeltest::run_command(
+  const auto bench = nlohmann::json::parse(testutil::run(
       std::string(DF_CLI) + " bench -m " + trunk + " --mtp-head head" + s +
       " --spec mtp --draft-fixed -p 8 -n 16 -r 1 -t 1 --output json 2>/dev/null"));
   ASSERT_TRUE(bench.contains("spec")) << bench.dump();

@@ -101,6 +101,10 @@ TEST(ServerRequest, RefusesBadInputNamingTheField) {
   const Case cases[] = {
       {Endpoint::CHAT, "{", 400, ""},
       {Endpoint::CHAT, "[]", 400, ""},
+      // A number past double's range is an out_of_range, not a parse_error, in nlohmann::json
+      // (found by fuzz_server_request: it escaped as a 500).
+      {Endpoint::CHAT, R"({"messages":[{"role":"user","content":"x"}],"temperature":1e999})", 400, ""},
+      {Endpoint::COMPLETION, R"({"prompt":"x","max_tokens":-77e806})", 400, ""},
       {Endpoint::CHAT, R"({})", 400, "messages"},
       {Endpoint::CHAT, R"({"messages":[]})", 400, "messages"},
       {Endpoint::CHAT, R"({"messages":[{"role":"tool","content":"x"}]})", 400, "messages[0].role"},

@@ -128,7 +128,7 @@ TEST(StoreCliProcess, CtrlCAndKillKeepThePartAndTheNextPullResumes) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   server.set_faults({});
   server.reset_counters();
-  const std::string out = modeltest::run_command(pull.substr(0, pull.find(" 2>")) + " --output json");
+  const std::string out = testutil::run(pull.substr(0, pull.find(" 2>")) + " --output json");
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["resumed_from"].get<uint64_t>(), after_kill);
   EXPECT_EQ(server.body_bytes_sent(), file->size() - after_kill);  // only the missing bytes
