@@ -25,6 +25,17 @@ Tensor Tensor::reshape(int64_t new_cols) const {
   return t;
 }
 
+void Backend::check_moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared,
+                                const Tensor& gate, const Tensor& out) {
+  const int64_t n = out.rows, d = out.cols, k = weights.cols;
+  if (experts.type != GgmlType::F32 || weights.type != GgmlType::F32 || out.type != GgmlType::F32)
+    throw Error("moe_combine types");
+  if (!(weights.rows == n && experts.rows == n * k && experts.cols == d && k >= 1)) throw Error("moe_combine shapes");
+  if (shared.data && !(shared.type == GgmlType::F32 && gate.type == GgmlType::F32 && shared.rows == n &&
+                       shared.cols == d && gate.rows == n && gate.cols == 1))
+    throw Error("moe_combine shared expert shapes (shared [n, d], gate [n, 1])");
+}
+
 Tensor alloc_tensor(Backend& b, GgmlType type, int64_t cols, int64_t rows,
                     std::vector<std::shared_ptr<Buffer>>& owner) {
   Tensor t;

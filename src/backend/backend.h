@@ -253,6 +253,11 @@ class Backend {
   // [n, d] and gate [n, 1] (the shared expert and its sigmoid gate) are optional (data null).
   virtual void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared,
                            const Tensor& gate, const Tensor& out) = 0;
+
+ protected:
+  // moe_combine's contract above (types and shapes), for every backend; throws df::Error.
+  static void check_moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared,
+                                const Tensor& gate, const Tensor& out);
 };
 
 }  // namespace df

@@ -189,17 +189,21 @@ void MtpGenerator::trim_pending() {
   head_pos_ += drop;
 }
 
+ForwardOutputs MtpGenerator::head_rows_to(Token x, int64_t P) {
+  trim_pending();
+  pend_tokens_.push_back(x);  // positions head_pos_ .. P
+  const auto len = static_cast<int64_t>(pend_tokens_.size());
+  if (head_pos_ + len - 1 != P) throw Error("mtp: the head's rows are out of step with the trunk");
+  ForwardOutputs o = head_forward(pend_tokens_.data(), len, head_pos_, hin_.slice_rows(0, len), true);
+  head_pos_ = P + 1;
+  pend_tokens_.clear();
+  return o;
+}
+
 std::vector<Token> MtpGenerator::draft(Token x, int64_t P, int depth, size_t emitted,
                                        std::vector<std::vector<Sampler::Prob>>* q) {
   const double t0 = now_seconds();
-  trim_pending();
-  std::vector<Token> rows = pend_tokens_;
-  rows.push_back(x);  // positions head_pos_ .. P
-  const auto len = static_cast<int64_t>(rows.size());
-  if (head_pos_ + len - 1 != P) throw Error("mtp: the head's rows are out of step with the trunk");
-  ForwardOutputs o = head_forward(rows.data(), len, head_pos_, hin_.slice_rows(0, len), true);
-  head_pos_ = P + 1;
-  pend_tokens_.clear();
+  ForwardOutputs o = head_rows_to(x, P);
   std::vector<Token> d;
   if (q) q->assign(static_cast<size_t>(depth), {});
   for (int i = 0; i < depth; ++i) {
@@ -221,14 +225,7 @@ void MtpGenerator::oracle_on_device(int row, size_t index) {
 
 void MtpGenerator::draft_on_device(Token x, int64_t P, int depth, size_t emitted) {
   const double t0 = now_seconds();
-  trim_pending();
-  std::vector<Token> rows = pend_tokens_;
-  rows.push_back(x);  // positions head_pos_ .. P
-  const auto len = static_cast<int64_t>(rows.size());
-  if (head_pos_ + len - 1 != P) throw Error("mtp: the head's rows are out of step with the trunk");
-  ForwardOutputs o = head_forward(rows.data(), len, head_pos_, hin_.slice_rows(0, len), true);
-  head_pos_ = P + 1;
-  pend_tokens_.clear();
+  ForwardOutputs o = head_rows_to(x, P);
   const Token placeholder = x;  // any valid id: the row's id comes from best_
   for (int i = 0; i < depth; ++i) {
     if (i > 0) {

@@ -65,6 +65,9 @@ class MtpGenerator {
   // The oracle of --draft-accept on the device: with probability P, best_ row `row` becomes
   // the known continuation (the same random draws as oracle_or).
   void oracle_on_device(int row, size_t emitted_index);
+  // Before a draft: the head over its (trimmed) pending rows and x at P, outputs for x's row;
+  // then nothing is pending and the head is at P + 1.
+  ForwardOutputs head_rows_to(Token x, int64_t P);
   // A head forward of n rows at pos0 with hidden [n, dim]; outputs for the last row if asked;
   // ids_from (non-empty): the rows' ids from that device tensor.
   ForwardOutputs head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden, bool output,

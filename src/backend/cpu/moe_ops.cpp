@@ -181,12 +181,7 @@ void CpuBackend::moe_combine(const Tensor& experts, const Tensor& weights, const
                              const Tensor& out) {
   const int64_t n = out.rows, d = out.cols, k = weights.cols;
   const bool has_shared = shared.data != nullptr;
-  check(experts.type == GgmlType::F32 && weights.type == GgmlType::F32 && out.type == GgmlType::F32,
-        "moe_combine types");
-  check(weights.rows == n && experts.rows == n * k && experts.cols == d && k >= 1, "moe_combine shapes");
-  check(!has_shared || (shared.type == GgmlType::F32 && gate.type == GgmlType::F32 && shared.rows == n &&
-                        shared.cols == d && gate.rows == n && gate.cols == 1),
-        "moe_combine shared expert shapes (shared [n, d], gate [n, 1])");
+  check_moe_combine(experts, weights, shared, gate, out);
   auto one = [&](int64_t r, int) {
     const float* w = trow(weights, r);
     float* o = trow(out, r);

@@ -198,12 +198,7 @@ void CudaBackend::moe_combine(const Tensor& experts, const Tensor& weights, cons
                               const Tensor& out) {
   const int64_t n = out.rows, d = out.cols, k = weights.cols;
   const bool has_shared = shared.data != nullptr;
-  check(experts.type == GgmlType::F32 && weights.type == GgmlType::F32 && out.type == GgmlType::F32,
-        "moe_combine types");
-  check(weights.rows == n && experts.rows == n * k && experts.cols == d && k >= 1, "moe_combine shapes");
-  check(!has_shared || (shared.type == GgmlType::F32 && gate.type == GgmlType::F32 && shared.rows == n &&
-                        shared.cols == d && gate.rows == n && gate.cols == 1),
-        "moe_combine shared expert shapes (shared [n, d], gate [n, 1])");
+  check_moe_combine(experts, weights, shared, gate, out);
   ctx_->make_current();
   launch_moe_combine(fp(experts), fstride(experts), fp(weights), fstride(weights), k,
                      has_shared ? fp(shared) : nullptr, has_shared ? fstride(shared) : 0,
