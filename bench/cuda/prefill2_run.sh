@@ -28,7 +28,7 @@ if has wb; then
     > "$OUT/prefill.txt" 2>&1
   echo "workbench rc=$?"
   grep -E "FAIL|failures|error" "$OUT/prefill.txt" | head -20
-  grep -E "^(speed|attention|delta|  token)" "$OUT/prefill.txt" | cut -c1-230
+  grep -E "^(speed|attention|delta|  token|  flash)" "$OUT/prefill.txt" | cut -c1-230
 fi
 if has tests; then
   timeout 200 "$BIN/df_cuda_tests" > "$OUT/tests.txt" 2>&1
