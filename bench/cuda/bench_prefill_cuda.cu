@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
   std::vector<int> ns = {512, 4096};
   app.add_option("--out", out_path, "JSON output");
   app.add_flag("--gemm-only", gemm_only, "GEMM validation and speed only (no attention / delta rule)");
-  app.add_option("--ns", ns, "rows of x for the speed part");
+  app.add_option("--ns", ns, "rows of x for the speed part (comma-separated)")->delimiter(',');
   app.add_flag("--quick", quick, "fewer shapes");
   app.add_option("--formats", formats_arg, "comma-separated formats for the speed part (default: the main ones)");
   CLI11_PARSE(app, argc, argv);

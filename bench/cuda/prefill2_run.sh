@@ -4,7 +4,8 @@
 # an ncu kernel profile of prefill on the qwen35 27B shape with 4 of its 64 layers, and
 # `diskformer bench --device cuda -p ...` old (OLD/diskformer, main's) vs new beside each other
 # on random models of the real shapes written there by df_make_model.
-# Usage: prefill2_run.sh BIN OUT STAGES   (STAGES: comma list of wb,tests,prof,b4,b27,b27long)
+# Usage: prefill2_run.sh BIN OUT STAGES   (STAGES: comma list of wb,tests,prof,b4,b27,b27long;
+#   BIN: the new binaries, BIN/old/diskformer main's, BIN/lib the shared libraries they need)
 set -uo pipefail
 BIN=$1
 OUT=$2
@@ -24,7 +25,7 @@ has b4 && { mk q3_4b_q8 qwen3_4b q8_0; mk q3_4b_q4 qwen3_4b q4_0; }
 has prof && mk q35_27b_l4_q4 qwen35_27b q4_0 --layers=4
 { has b27 || has b27long; } && mk q35_27b_q4 qwen35_27b q4_0
 if has wb; then
-  timeout 200 "$BIN/bench_prefill_cuda" --out "$OUT/prefill.json" --formats q8_0,q4_0,q4_k,q6_k --ns 128,512,2048,8192 \
+  timeout 200 "$BIN/bench_prefill_cuda" --out "$OUT/prefill.json" --formats q8_0,q4_0,q4_k,q6_k --ns ${NS:-512,2048} \
     > "$OUT/prefill.txt" 2>&1
   echo "workbench rc=$?"
   grep -E "FAIL|failures|error" "$OUT/prefill.txt" | head -20
@@ -52,7 +53,7 @@ if has prof; then
   timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu.csv" \
     "$BIN/diskformer" bench -m /tmp/q35_27b_l4_q4.gguf --device cuda -p 512 -n 0 -r 2 > /dev/null 2>&1
   echo "ncu rc=$?"
-  python3 bench/cuda/ncu_period.py "$OUT/ncu.csv" | tee "$OUT/profile.txt"
+  python3 "$(dirname "$0")/ncu_period.py" "$OUT/ncu.csv" | tee "$OUT/profile.txt"
   rm -f /tmp/q35_27b_l4_q4.gguf
 fi
 if has b4; then
@@ -60,7 +61,7 @@ if has b4; then
     waitfor $m
     bench "${m}_old" "$BIN/old/diskformer" $m -p 512,8192 -r 2
     bench "${m}_new" "$BIN/diskformer" $m -p 512,8192 -r 2
-    bench "${m}_new_b2048" "$BIN/diskformer" $m -p 8192 -r 2 -b 2048
+    [[ $m == q3_4b_q4 ]] && bench "${m}_new_b2048" "$BIN/diskformer" $m -p 8192 -r 2 -b 2048
   done
 fi
 if has b27 || has b27long; then
@@ -69,7 +70,6 @@ if has b27 || has b27long; then
   has b27 && bench q35_27b_q4_old "$BIN/old/diskformer" q35_27b_q4 -p 512,8192 -r 1
   has b27 && bench q35_27b_q4_new "$BIN/diskformer" q35_27b_q4 -p 512,8192 -r 2
   has b27long && bench q35_27b_q4_new_32k "$BIN/diskformer" q35_27b_q4 -p 32768 -r 1
-  has b27long && bench q35_27b_q4_new_32k_b2048 "$BIN/diskformer" q35_27b_q4 -p 32768 -r 1 -b 2048
 fi
 python3 -c "
 import json,glob,os

@@ -2,8 +2,8 @@
 // dequantize_ref, f64 dot) for every weight format: the tile kernel and the three slab modes of
 // the cuBLAS path (gemm::Blas) with slabs small enough that a matrix takes several of them (rows,
 // columns accumulated in y, rows piped through the two halves on a side stream), every output
-// written (NaN poison), the Tuner's pick the same function; an n that is no multiple of the
-// tiles. Budget: f16 operands (relative 2^-11 each), f32 sums: NMSE ~1e-7; 1e-5 held.
+// written (NaN poison), the Tuner's pick the same function (and a tile for n <= 64); an n that
+// is no multiple of the tiles. Budget: f16 operands (relative 2^-11 each), f32 sums: NMSE ~1e-7; 1e-5 held.
 // Skipped with a message when no GPU is present.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -69,6 +69,9 @@ TEST(CudaGemm, TilesAndBlasSlabsEveryFormat) {
     check("tuner", [&] { return tuner.gemm(W, dxh.p, n, dy.p, rows, nullptr, false), true; });
     EXPECT_GE(tuner.picked(W, n), 1);
     check("tuner, tuned", [&] { return tuner.gemm(W, dxh.p, n, dy.p, rows, nullptr, false), true; });
+    tuner.gemm(W, dxh.p, 40, dy.p, rows, nullptr, false);  // n <= kBlasMinRows: a tile, never a slab
+    EXPECT_GE(tuner.picked(W, 40), 1);
+    EXPECT_LE(tuner.picked(W, 40), 4);
   }
 }
 

@@ -102,6 +102,7 @@ void Tuner::gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, f
   int best = 0;
   float best_ms = 0.0f;
   for (int code = 1; code <= kLast; ++code) {
+    if (code >= kBlasRows && n <= kBlasMinRows) break;
     if (!run(code, W, xh, n, y, y_stride, s, false)) continue;  // warm-up (module load, first allocation)
     if (cudaEventRecord(e[0], s) != cudaSuccess) throw Error("cuda gemm: cudaEventRecord failed");
     run(code, W, xh, n, y, y_stride, s, false);

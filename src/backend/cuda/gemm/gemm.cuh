@@ -81,8 +81,12 @@ class Blas {
 class Tuner {
  public:
   // Candidate codes: 1..4 the tiles (gemm_kernel.cuh), 5 Blas rows, 6 Blas columns, 7 Blas
-  // piped rows.
+  // piped rows. Blas is a candidate only for n > kBlasMinRows: up to one 64-row tile of x the
+  // tile kernel reads each quantized weight once, while a slab is written and read back as
+  // f16 (~5x the bytes of a Q8_0 weight), so the tiles win there, and those calls keep the
+  // tiles' bits (a timing pick between nearly equal paths would flip them from run to run).
   static constexpr int kBlasRows = 5, kBlasCols = 6, kBlasPiped = 7, kLast = 7;
+  static constexpr int64_t kBlasMinRows = 64;
   // y as gemm(); the first call of a shape runs every candidate twice (the last run leaves y).
   void gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s,
             bool capturing);
