@@ -38,7 +38,8 @@ cudamv::PlanarView view_of(const cudamv::PackedWeight& W) {
                             static_cast<const cudamv::DevTables*>(W.tables)};
 }
 
-bool run_tile(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t ys, int code, cudaStream_t s) {
+bool run_tile(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t ys, int code,
+              cudaStream_t s) {
   const cudamv::PlanarView v = view_of(W);
   const auto* x = reinterpret_cast<const __half*>(xh);
   return gemm_fast(W.type, v, x, n, y, ys, code, s) || gemm_raw_basic(W.type, v, x, n, y, ys, code, s) ||
@@ -69,7 +70,8 @@ void gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y
 
 bool Tuner::run(int code, const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride,
                cudaStream_t s, bool capturing) {
-  if (code >= kBlasRows && code <= kBlasPiped) return blas_.gemm(W, xh, n, y, y_stride, s, capturing, code - kBlasRows + 1);
+  if (code >= kBlasRows && code <= kBlasPiped)
+    return blas_.gemm(W, xh, n, y, y_stride, s, capturing, code - kBlasRows + 1);
   return run_tile(W, xh, n, y, y_stride, code, s);
 }
 

@@ -42,8 +42,9 @@ void launch_gated_delta_rule(const DeltaRuleArgs& a, cudaStream_t s);  // the de
 // The lanes per row the backend uses for head size d.
 int delta_rule_default_lanes(int32_t d);
 // With G = `lanes` lanes per state row (d 32: 8, 4; 64: 16, 8, 4; 128: 32, 16, 8; 256: 32,
-// 16: d / G a multiple of 4, at most 16 floats a lane); false when that G is not built for d. Same function as every other G
-// (another summation order inside a row sum). Rows of q, k, v: 16-byte aligned, strides % 4 == 0.
+// 16: d / G a multiple of 4, at most 16 floats a lane); false when that G is not built for d.
+// Same function as every other G (another summation order inside a row sum). q, k, state and
+// snapshots 16-byte aligned, q/k strides multiples of 4 (df::Error otherwise).
 bool launch_gated_delta_rule_lanes(const DeltaRuleArgs& a, int lanes, cudaStream_t s);
 
 }  // namespace df::cuda
