@@ -93,9 +93,7 @@ void moe_ffn(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t
   const Tensor gate = t.gate.slice_rows(0, n * k), up = t.up.slice_rows(0, n * k), down = t.down.slice_rows(0, n * k);
   b.matmul(f.router, xn, logits);                              // logits [n, E]
   b.moe_route(logits, s.norm_weights, s.weights_scale, ids, w);  // ids, w [n, k]
-  b.matmul_id(f.up_exps, s.n_expert, xn, ids, up);             // up [n * k, n_ff_exp]
-  b.matmul_id(f.gate_exps, s.n_expert, xn, ids, gate);         // gate [n * k, n_ff_exp]
-  b.swiglu(gate, up, gate);
+  b.matmul_id_swiglu(f.gate_exps, f.up_exps, s.n_expert, xn, ids, gate, up);  // gate [n * k, n_ff_exp]
   b.matmul_id(f.down_exps, s.n_expert, gate, ids, down);       // down [n * k, dim]
   if (s.n_ff_shexp == 0) {
     b.moe_combine(down, w, Tensor{}, Tensor{}, out);
