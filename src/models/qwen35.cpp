@@ -122,9 +122,7 @@ class Qwen35 final : public Model {
           blocks::attention_residual(b, L.attn, shape_, s_.attn, in, caches, x, L.attn_norm, xn);
         }
         if (hp_.moe) {
-          b.rms_norm(x, L.post_norm, m.rms_eps, xn);
-          moe_ffn(b, hp_.moe_shape, L.moe, s_.moe, xn, ffn);  // ffn [n, dim]
-          b.add(x, ffn);
+          moe_ffn_residual(b, hp_.moe_shape, L.moe, s_.moe, x, L.post_norm, m.rms_eps, xn, ffn);
         } else {
           blocks::swiglu_ffn_residual(b, L.ffn, x, L.post_norm, m.rms_eps, xn, s_.ffn_gate.slice_rows(0, n),
                                       s_.ffn_up.slice_rows(0, n));

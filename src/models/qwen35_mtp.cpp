@@ -115,12 +115,11 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
     KvCache* caches[1] = {&st->cache};
     blocks::attention(b_, block_.attn, shape_, attn_, in, caches, xn);
     b_.add(x, xn);                                                // residual
-    b_.rms_norm(x, block_.post_norm, m.rms_eps, xn);
     if (hp_.moe) {
-      const Tensor ffn = ffn_out_.slice_rows(0, n);
-      moe_ffn(b_, hp_.moe_shape, block_.moe, moe_, xn, ffn);       // ffn [n, dim]
-      b_.add(x, ffn);
+      moe_ffn_residual(b_, hp_.moe_shape, block_.moe, moe_, x, block_.post_norm, m.rms_eps, xn,
+                       ffn_out_.slice_rows(0, n));                 // x += MoE(post_norm(x))
     } else {
+      b_.rms_norm(x, block_.post_norm, m.rms_eps, xn);
       blocks::swiglu_ffn(b_, block_.ffn, xn, gate_.slice_rows(0, n), up_.slice_rows(0, n), xn);
       b_.add(x, xn);
     }

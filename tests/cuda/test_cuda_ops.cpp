@@ -536,7 +536,8 @@ TEST(CudaOps, MoeSwigluFusedIsTheUnfusedBits) {
     EXPECT_EQ(gpu()->routed_id_downloads(), d0) << "n=" << n;
     EXPECT_EQ(unfused, fused) << "resident, n=" << n;
     EXPECT_EQ(fused, run(small, true)) << "streamed, n=" << n;
-    EXPECT_LE(nerr(run(cpu_ref(), false), fused), 1e-4) << "vs the CPU, n=" << n;
+    // two chained quantized products (gate and up through SwiGLU): the fused-op tests' budget
+    EXPECT_LE(nerr(run(cpu_ref(), false), fused), 5e-4) << "vs the CPU, n=" << n;
   }
 }
 
