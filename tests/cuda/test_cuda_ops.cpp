@@ -503,6 +503,55 @@ TEST(CudaOps, MoeDecodeShape) {
   const cuda::ExpertCacheStats st = small.expert_cache_stats();
   EXPECT_EQ(st.slots, 12);
   EXPECT_GT(st.misses, 0u);
+  EXPECT_EQ(st.bytes_in_place, st.misses * (row_bytes(GgmlType::Q4_K, cols) * m));  // misses read in place
+}
+
+// The fused gate/up product of the routed experts (one launch over the slots, SwiGLU in its
+// epilogue) gives the bits of matmul_id twice and swiglu, resident and streamed; decode-sized
+// calls read the routed ids on the device (no download).
+TEST(CudaOps, MoeSwigluFusedIsTheUnfusedBits) {
+  DF_REQUIRE_GPU();
+  const int64_t E = 64, k = 8, cols = 1024, m = 128;
+  const size_t rb = row_bytes(GgmlType::Q4_K, cols);
+  std::vector<uint8_t> gq(rb * static_cast<size_t>(E * m)), uq(gq.size());
+  const auto gf = randn(static_cast<size_t>(E * m * cols), 191, 0.1f), uf = randn(gf.size(), 192, 0.1f);
+  for (int64_t r = 0; r < E * m; ++r) {
+    cpu::quantize_row_ref(GgmlType::Q4_K, gf.data() + r * cols, gq.data() + rb * r, cols);
+    cpu::quantize_row_ref(GgmlType::Q4_K, uf.data() + r * cols, uq.data() + rb * r, cols);
+  }
+  cuda::CudaOptions o;
+  o.expert_cache_bytes = 40 * (rb * m + 256);  // 40 of the 128 experts
+  cuda::CudaBackend small(o);
+  for (int64_t n : {1, 3}) {
+    const auto logits = randn(static_cast<size_t>(n * E), 193 + n, 2.0f);
+    const auto xs = randn(static_cast<size_t>(n * cols), 196 + n);
+    auto run = [&](Backend& b, bool fused) -> std::vector<float> {
+      const Tensor G = b.weight_stack(GgmlType::Q4_K, cols, m, E, gq.data());
+      const Tensor U = b.weight_stack(GgmlType::Q4_K, cols, m, E, uq.data());
+      auto l = put_f32(b, logits, E);
+      auto ids = put(b, GgmlType::I32, k, n, nullptr);
+      auto w = put_f32(b, std::vector<float>(static_cast<size_t>(n * k)), k);
+      b.moe_route(l.t, true, 0.0f, ids.t, w.t);
+      auto x = put_f32(b, xs, cols);
+      auto gate = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * m), NAN), m);
+      auto up = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * m), NAN), m);
+      if (fused) {
+        b.matmul_id_swiglu(G, U, E, x.t, ids.t, gate.t, up.t);
+      } else {
+        b.matmul_id(U, E, x.t, ids.t, up.t);
+        b.matmul_id(G, E, x.t, ids.t, gate.t);
+        b.swiglu(gate.t, up.t, gate.t);
+      }
+      return get_f32(b, gate.t);
+    };
+    const uint64_t d0 = gpu()->routed_id_downloads();
+    const auto unfused = run(*gpu(), false), fused = run(*gpu(), true);
+    EXPECT_EQ(gpu()->routed_id_downloads(), d0) << "n=" << n;
+    EXPECT_EQ(unfused, fused) << "resident, n=" << n;
+    EXPECT_EQ(fused, run(small, true)) << "streamed, n=" << n;
+    // two chained quantized products (gate and up through SwiGLU): the fused-op tests' budget
+    EXPECT_LE(nerr(run(cpu_ref(), false), fused), 5e-4) << "vs the CPU, n=" << n;
+  }
 }
 
 }  // namespace
