@@ -15,6 +15,7 @@
 #endif
 
 #include "quant/cpu/block32_mk.h"
+#include "quant/cpu/block32_vnni512.h"
 #include "quant/cpu/kernels.h"
 #include "quant/cpu/registry.h"
 #include "quant/cpu/simd_avx2.h"
@@ -253,10 +254,13 @@ struct Block32Simd {
   using P = Policy<Ops>;
   using Mk = block32::Mk<Ops, Policy, 4, 4, 1>;
   static constexpr bool kVnni = !P::kMins && !P::kPairs;
+  static constexpr bool kScalarScale = kVnni && P::kGroupsPerBlock == 1;  // block32_vnni512.h
   static constexpr bool kShapeFree = true;  // both paths keep block32::Mk's order per output
   static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
                    size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-    if (kVnni && n_act >= 4)
+    if (kScalarScale && n_act >= 4)
+      block32v::Gemm<P>::run(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+    else if (kVnni && n_act >= 4)
       vnni::gemm<P>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else
       tiled::gemm<Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
@@ -281,7 +285,7 @@ struct Simd<quant::FormatQ8_0> {
   static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
                    size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
     if (n_act >= 4)
-      vnni::gemm<block32::PQ8_0<Ops>>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+      block32v::Gemm<block32::PQ8_0<Ops>>::run(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else if (n_act == 1)
       exact8::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else
