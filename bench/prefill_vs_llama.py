@@ -10,7 +10,9 @@ per-case medians over the rounds and the median of the per-round ratios to llama
 
 diskformer runs `bench -m M -p P -n N -r R -t T --output json`, llama_ref (tools/llama_ref,
 llama.cpp's C API; pp: one batch of P tokens, logits of the last; tg: N tokens one at a
-time) runs `bench -m M -p P -n N -r R -t T`. The load average is recorded per run.
+time) runs `bench -m M -p P -n N -r R -t T`. The load average is recorded per run. Both
+report tokens per wall second (pp, tg) and per process CPU second (pp_cpu, tg_cpu: all
+threads; robust to a loaded machine at one thread, not a measure of thread scaling).
 """
 import argparse
 import json
@@ -32,13 +34,15 @@ def run_json(cmd):
 def ours(binary, model, a, t):
     j, wall = run_json([binary, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "-r", str(a.reps),
                         "-t", str(t), "--output", "json"] + a.extra)
-    return {"pp": j["prefill_tokens_per_second"], "tg": j["decode_tokens_per_second"], "wall_s": wall}
+    return {"pp": j["prefill_tokens_per_second"], "tg": j["decode_tokens_per_second"],
+            "pp_cpu": j["prefill_cpu_tokens_per_second"], "tg_cpu": j["decode_cpu_tokens_per_second"], "wall_s": wall}
 
 
 def llama(binary, model, a, t):
     j, wall = run_json([binary, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "-r", str(a.reps),
                         "-t", str(t)])
-    return {"pp": j["pp"]["avg_ts"], "tg": j["tg"]["avg_ts"], "wall_s": wall}
+    return {"pp": j["pp"]["avg_ts"], "tg": j["tg"]["avg_ts"], "pp_cpu": j["pp_cpu"]["avg_ts"],
+            "tg_cpu": j["tg_cpu"]["avg_ts"], "wall_s": wall}
 
 
 def main():
@@ -74,10 +78,10 @@ def main():
             s = {"model": os.path.basename(model), "threads": t, "rounds": len(rows),
                  "load_median": statistics.median([r["load_before"] for r in rows])}
             for name in [e[0] for e in engines] + ["llama.cpp"]:
-                for k in ("pp", "tg"):
+                for k in ("pp", "tg", "pp_cpu", "tg_cpu"):
                     s["%s_%s_median" % (name, k)] = statistics.median([r[name][k] for r in rows])
             for name, _ in engines:
-                for k in ("pp", "tg"):
+                for k in ("pp", "tg", "pp_cpu", "tg_cpu"):
                     s["%s_%s_ratio_median" % (name, k)] = statistics.median(
                         [r[name][k] / r["llama.cpp"][k] for r in rows])
             summary.append(s)
