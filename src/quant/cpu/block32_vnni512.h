@@ -40,6 +40,9 @@ struct alignas(64) AGroup {  // one token's group
   __m256i q;                 // activation quants (signed)
   __m256i nc;                // -offset * lane sums of q
 };
+struct alignas(32) F8 {      // 8 floats
+  float v[8];
+};
 struct alignas(32) WGroup {  // one weight row's group
   __m256i u;                 // unsigned quants
 };
@@ -92,7 +95,7 @@ struct Gemm {
     std::vector<float> ad;     // [token tile][group][8]
     std::vector<WGroup> wu;    // [group][row]
     std::vector<float> wd;     // [group][row]
-    std::vector<float> s;      // [group][row][8]
+    std::vector<F8> s;         // [group][row]
   };
 
   template <class T>
@@ -110,7 +113,7 @@ struct Gemm {
     float* ad = grow(sc.ad, n_tiles * ng * 8);
     WGroup* wu = grow(sc.wu, ng * kRows);
     float* wd = grow(sc.wd, ng * kRows);
-    float* s = grow(sc.s, ng * kRows * 8);
+    float* s = reinterpret_cast<float*>(grow(sc.s, ng * kRows));
     const __m256i off = _mm256_set1_epi8(static_cast<char>(P::kOffset));
     for (int64_t c = 0; c < n_act; ++c) {
       const auto* a = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(c) * act_stride);
@@ -124,7 +127,11 @@ struct Gemm {
     }
     for (int64_t i = i0; i < i1; i += kRows) {
       const int R = static_cast<int>(i1 - i < kRows ? i1 - i : kRows);
-      for (int r = 0; r < R; ++r) {
+      for (int r = 0; r < kRows; ++r) {
+        if (r >= R) {  // rows past R: scale 0, so that S is computed for a full tile (never read)
+          for (int64_t g = 0; g < ng; ++g) wd[g * kRows + r] = 0.0f;
+          continue;
+        }
         const auto* w = reinterpret_cast<const typename P::Block*>(W + static_cast<size_t>(i + r) * w_stride);
         for (int64_t g = 0; g < ng; ++g) {
           wu[g * kRows + r].u = P::quants(w, g);
@@ -136,8 +143,9 @@ struct Gemm {
         const int C = static_cast<int>(n_act - c0 < kCols ? n_act - c0 : kCols);
         for (int64_t g = 0; g < ng; ++g) {
           const __m256 dv = _mm256_loadu_ps(ad + (t * ng + g) * 8);
-          for (int r = 0; r < R; ++r)
-            _mm256_storeu_ps(s + (g * kRows + r) * 8, _mm256_mul_ps(_mm256_set1_ps(wd[g * kRows + r]), dv));
+#pragma GCC unroll 4
+          for (int r = 0; r < kRows; ++r)
+            _mm256_store_ps(s + (g * kRows + r) * 8, _mm256_mul_ps(_mm256_set1_ps(wd[g * kRows + r]), dv));
         }
         float out[kRows * kCols];
         kTiles[R - 1][C - 1](ng, wu, s, ap + c0 * ng, out);

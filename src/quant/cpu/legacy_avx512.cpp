@@ -1,6 +1,6 @@
 // AVX-512 (VNNI) kernels of Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 NVFP4: block32_mk.h with vpdpbusd for
-// the lane sums, and a packed 512-bit GEMM for several activation rows (Q4_0, Q5_0, NVFP4,
-// and Q8_0).
+// the lane sums, and packed GEMMs for several activation rows: block32_vnni512.h for Q4_0,
+// Q5_0 and Q8_0 (one scale per group), the 512-bit pair kernel below for NVFP4.
 // Bit-identical to the scalar reference and to ggml's vec_dot.
 #include <immintrin.h>
 
@@ -28,7 +28,7 @@ struct Ops {
 };
 
 
-// ---------------- VNNI GEMM over packed tiles (Q4_0, Q5_0, NVFP4) ----------------
+// ---------------- VNNI GEMM over packed tiles (NVFP4: two scales per group) ----------------
 
 // Several activation rows: the formats with one accumulator per output (no mins, no MXFP4
 // accumulator pairs) put two activation rows side by side in a 512-bit vector, lanes 0-7
