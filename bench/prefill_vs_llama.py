@@ -45,6 +45,27 @@ def llama(binary, model, a, t):
             "tg_cpu": j["tg_cpu"]["avg_ts"], "wall_s": wall}
 
 
+def summarize(runs, engines):
+    summary = []
+    cases = []
+    for r in runs:
+        if (r["model"], r["threads"]) not in cases:
+            cases.append((r["model"], r["threads"]))
+    for model, t in cases:
+        rows = [r for r in runs if r["model"] == model and r["threads"] == t]
+        s = {"model": model, "threads": t, "rounds": len(rows),
+             "load_median": statistics.median([r["load_before"] for r in rows])}
+        for name in engines + ["llama.cpp"]:
+            for k in ("pp", "tg", "pp_cpu", "tg_cpu"):
+                s["%s_%s_median" % (name, k)] = statistics.median([r[name][k] for r in rows])
+        for name in engines:
+            for k in ("pp", "tg", "pp_cpu", "tg_cpu"):
+                s["%s_%s_ratio_median" % (name, k)] = statistics.median(
+                    [r[name][k] / r["llama.cpp"][k] for r in rows])
+        summary.append(s)
+    return summary
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", action="append", required=True, help="NAME=path of a diskformer binary")
@@ -57,7 +78,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--extra", action="append", default=[], help="extra argument for diskformer bench")
     ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--from-log", help="summarise the per-run lines an interrupted run printed instead of running")
     a = ap.parse_args()
+    if a.from_log:
+        with open(a.from_log) as f:
+            runs = [json.loads(l) for l in f if l.startswith('{"round"')]
+        out = {"command": " ".join(sys.argv), "runs": runs, "summary": summarize(runs, [e.split("=", 1)[0] for e in a.engine])}
+        with open(a.out, "w") as f:
+            json.dump(out, f, indent=1)
+        for s in out["summary"]:
+            print(json.dumps(s))
+        return
     engines = [e.split("=", 1) for e in a.engine]
     runs = []
     for rnd in range(a.rounds):
@@ -71,20 +102,7 @@ def main():
                 row["load_after"] = os.getloadavg()[0]
                 runs.append(row)
                 print(json.dumps(row), flush=True)
-    summary = []
-    for model in a.model:
-        for t in a.threads:
-            rows = [r for r in runs if r["model"] == os.path.basename(model) and r["threads"] == t]
-            s = {"model": os.path.basename(model), "threads": t, "rounds": len(rows),
-                 "load_median": statistics.median([r["load_before"] for r in rows])}
-            for name in [e[0] for e in engines] + ["llama.cpp"]:
-                for k in ("pp", "tg", "pp_cpu", "tg_cpu"):
-                    s["%s_%s_median" % (name, k)] = statistics.median([r[name][k] for r in rows])
-            for name, _ in engines:
-                for k in ("pp", "tg", "pp_cpu", "tg_cpu"):
-                    s["%s_%s_ratio_median" % (name, k)] = statistics.median(
-                        [r[name][k] / r["llama.cpp"][k] for r in rows])
-            summary.append(s)
+    summary = summarize(runs, [e[0] for e in engines])
     out = {"command": " ".join(sys.argv), "p": a.p, "n": a.n, "reps": a.reps, "runs": runs, "summary": summary}
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
