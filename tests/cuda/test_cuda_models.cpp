@@ -171,12 +171,17 @@ TEST_P(CudaModels, LogitsAtEveryPositionAndGreedy) {
   // MoE models: a prefill call of more than 16 rows runs the f16 tensor-core GEMM (router
   // included), whose rounding flips the router's top-k at a few positions (on the H200:
   // qwen35moe_f32 3 of 150 positions, worst NMSE 0.039; qwen35moe_q4_k 7 of 150, 0.0027): those
-  // checks are printed, not held, and the first 40 positions in chunks of 5 + 35 (no GEMM) are.
+  // checks are printed, not held, and the first 40 positions in chunks of at most 16 rows
+  // (matvec and the f32 tile path: no f16 GEMM) are. The 35-row call is a GEMM too (on the
+  // H200, qwen35moe_small_q8_0 flipped at one position of 40 after the delta rule's token
+  // kernel changed its summation order, NMSE 0.0035): printed.
   const bool moe = c.name.rfind("qwen35moe", 0) == 0;
   const double big_chunk_budget = moe ? -1.0 : 1e-4;
   if (moe) {
-    const auto small_chunks = logits_by_chunks(*gpu_m.model, head, {5, 35});
-    expect_logits_close(first(ref), small_chunks, V, 1e-4, c.name + " prefill 5+35 vs exact");
+    const auto small_chunks = logits_by_chunks(*gpu_m.model, head, {5, 16, 16, 3});
+    expect_logits_close(first(ref), small_chunks, V, 1e-4, c.name + " prefill 5+16+16+3 vs exact");
+    expect_logits_close(first(ref), logits_by_chunks(*gpu_m.model, head, {5, 35}), V, -1.0,
+                        c.name + " prefill 5+35 vs exact");
   }
   const auto prefilled = logits_by_chunks(*gpu_m.model, tokens, {5, 35, 110});
   expect_logits_close(ref, prefilled, V, big_chunk_budget, c.name + " prefill 5+35+110 vs exact");

@@ -294,7 +294,8 @@ TEST(CudaOps, GatedDeltaRuleLong) {
 
 // The chunk-parallel kernel (not dispatched: slower than the token kernel on the H200, see
 // cuda_backend.cu) against the token kernel on the same inputs: one chunk, several, ending
-// mid-chunk, head sizes 32..128. Budget 1e-8: the same f32 terms summed in another order.
+// mid-chunk, head sizes 32..128; then every lanes-per-row variant of the token kernel against
+// the chunked one. Budget 1e-8: the same f32 terms summed in another order.
 TEST(CudaOps, GatedDeltaRuleChunkedKernel) {
   DF_REQUIRE_GPU();
   struct Case { int64_t d, Hk, Hv, n; };
@@ -332,6 +333,18 @@ TEST(CudaOps, GatedDeltaRuleChunkedKernel) {
     const std::string what = "chunked d=" + std::to_string(c.d) + " n=" + std::to_string(c.n);
     EXPECT_LE(nerr(get_f32(b, out2.t), get_f32(b, out1.t)), 1e-8) << what << ": outputs";
     EXPECT_LE(nerr(get_f32(b, st2.t), get_f32(b, st1.t)), 1e-8) << what << ": state";
+    for (int lanes : {32, 16, 8, 4}) {  // every lanes-per-row variant of the token kernel
+      auto st3 = put_f32(b, st0, c.d);
+      auto out3 = put_f32(b, std::vector<float>(c.n * vd, NAN), vd);
+      b.synchronize();
+      cuda::DeltaRuleArgs a3 = a;
+      a3.state = static_cast<float*>(st3.t.data), a3.out = static_cast<float*>(out3.t.data);
+      if (!cuda::launch_gated_delta_rule_lanes(a3, lanes, nullptr)) continue;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::string w3 = what + " token kernel, " + std::to_string(lanes) + " lanes a row";
+      EXPECT_LE(nerr(get_f32(b, out3.t), get_f32(b, out1.t)), 1e-8) << w3 << ": outputs";
+      EXPECT_LE(nerr(get_f32(b, st3.t), get_f32(b, st1.t)), 1e-8) << w3 << ": state";
+    }
   }
 }
 
