@@ -1,4 +1,5 @@
-// AVX-512 GEMM for the K-quants without an offset (Q2_K, Q4_K, Q5_K, Q6_K) with Q8_K
+// AVX-512 GEMM for the K-quants without an offset (Q2_K, Q4_K, Q5_K, Q6_K; registered for
+// Q4_K and Q5_K, where it measured faster: kquant_avx512.cpp) with Q8_K
 // activations (prompt prefill, 4+ activation rows). Included only by kquant_avx512.cpp;
 // templates over its Ops type, so every instantiation has internal linkage.
 //
