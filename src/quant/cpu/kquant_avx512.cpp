@@ -89,9 +89,7 @@ struct Simd {};
 // not measured.
 template <> struct Simd<quant::FormatQ2_K> { using Mk = kquant::Mk<Ops, kquant::PQ2_K, 2, 4, 1>; };
 template <> struct Simd<quant::FormatQ3_K> { using Mk = kquant::Mk<Ops, kquant::PQ3_K, 2, 4, 1>; };
-// Q4_K decode in tiles of 4 weight rows (microbench, 4096 x 1024 rows, one token: 120 -> 105 us;
-// Q6_K measured slower that way)
-template <> struct Simd<quant::FormatQ4_K> : KSimd<kquant::PQ4_K, 4> {};
+template <> struct Simd<quant::FormatQ4_K> : KSimd<kquant::PQ4_K> {};  // decode: 1-row tiles (legacy_avx512.cpp)
 template <> struct Simd<quant::FormatQ5_K> : KSimd<kquant::PQ5_K> {};
 template <> struct Simd<quant::FormatQ6_K> { using Mk = kquant::Mk<Ops, kquant::PQ6_K, 2, 4, 1>; };
 template <> struct Simd<quant::FormatQ8_K> {
