@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds diskformer and runs its tests:
 #   1. Release build in build/ with the llama.cpp reference from scripts/setup.sh (when
-#      present), then every test (`ctest`: unit + reference labels);
+#      present), then every test (`ctest`: unit + reference labels), then scripts/run.sh;
 #   2. a second build in build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer that
 #      builds only df_unit_tests and runs the `unit` label under it;
 #   3. the libFuzzer targets (fuzz/) built with clang + ASan + UBSan in build-fuzz/, each run for
