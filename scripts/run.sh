@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PROMPT=${1:-$'def fibonacci(n):\n'}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-ninja -C build -j2 diskformer
+ninja -C build -j2 diskformer >&2  # stdout: the completion only
 exec build/diskformer run -p "$PROMPT" -n 96 --temp 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds diskformer and runs its tests:
 #   1. Release build in build/ with the llama.cpp reference from scripts/setup.sh (when
-#      present), then every test (`ctest`: unit + reference labels);
+#      present), then every test (`ctest`: unit + reference labels), then scripts/run.sh;
 #   2. a second build in build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer that
 #      builds only df_unit_tests and runs the `unit` label under it;
 #   3. the libFuzzer targets (fuzz/) built with clang + ASan + UBSan in build-fuzz/, each run for
@@ -69,6 +69,16 @@ ninja -C build -j"$JOBS"
 failed=()
 section "tests (ctest, build/)"
 ctest --test-dir build --output-on-failure || failed+=("ctest build/")
+section "scripts/run.sh (the README's run command), from another folder"
+# Its stdout must be the prompt and the default model's greedy completion of it.
+want=$(build/diskformer run -p $'def fibonacci(n):\n' -n 96 --temp 0 2>/dev/null) || want=
+if ! got=$(root=$PWD && cd / && "$root/scripts/run.sh"); then
+  failed+=("scripts/run.sh (non-zero exit)")
+elif [[ -z $want || $got != "$want" || $got != $'def fibonacci(n):\n'?* ]]; then
+  failed+=("scripts/run.sh (printed '$got', expected the greedy completion '$want')")
+else
+  echo "scripts/run.sh: ${#got} bytes, the greedy completion"
+fi
 echo "release build + tests: $((SECONDS - start)) s"
 
 if [[ $SANITIZE == 1 ]]; then

@@ -1,7 +1,9 @@
 // Helpers that both test binaries (tests/unit, tests/models) share: running a command (the
 // CLI, df_make_model, llama_ref) and reading / writing whole files.
 #pragma once
+#include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -46,6 +48,28 @@ inline std::string read_file(const std::string& path) {
 
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// The running test's own folder under `base` (created): base/Suite.Name, with the '/' of
+// parameterised names as '_'. ctest runs each test as its own process, and with `ctest -j` two
+// tests sharing a file name is a bus error (one regenerates the file that the other has
+// mapped) or a wrong answer; so every file a test writes goes here. Outside a test body
+// (SetUpTestSuite) it is the suite's folder with the process id.
+inline std::string test_dir(const std::string& base) {
+  const ::testing::UnitTest& u = *::testing::UnitTest::GetInstance();
+  std::string name;
+  if (const ::testing::TestInfo* t = u.current_test_info()) {
+    name = std::string(t->test_suite_name()) + "." + t->name();
+  } else if (const ::testing::TestSuite* s = u.current_test_suite()) {
+    name = std::string(s->name()) + ".pid" + std::to_string(::getpid());
+  } else {
+    name = "pid" + std::to_string(::getpid());
+  }
+  for (char& c : name)
+    if (c == '/') c = '_';
+  const std::string dir = base + "/" + name;
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 // Writes a random model with df_make_model (DF_MAKE_MODEL) as dir/name.gguf; returns its path.

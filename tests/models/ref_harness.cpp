@@ -5,11 +5,7 @@
 
 namespace df::reftest {
 
-std::string work_dir() {
-  const std::string d = DF_WORK_DIR;
-  std::filesystem::create_directories(d);
-  return d;
-}
+std::string work_dir() { return testutil::test_dir(DF_WORK_DIR); }
 
 std::vector<float> read_floats(const std::string& path) {
   const std::string b = read_file(path);

@@ -13,7 +13,7 @@ namespace df::reftest {
 using testutil::read_file;
 using testutil::run;
 using testutil::write_file;
-std::string work_dir();  // DF_WORK_DIR, created on first use
+std::string work_dir();  // the running test's own folder under DF_WORK_DIR (testutil::test_dir)
 std::vector<float> read_floats(const std::string& path);
 
 // mse(a, b) / mse(a, 0)

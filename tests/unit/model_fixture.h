@@ -8,9 +8,12 @@
 
 namespace df::modeltest {
 
-// Writes a random model with df_make_model into the unit_work folder (on every call).
+// The running test's own folder under the unit_work folder (testutil::test_dir).
+inline std::string work_dir() { return testutil::test_dir(DF_UNIT_WORK_DIR); }
+
+// Writes a random model with df_make_model into work_dir() (on every call).
 inline std::string make_model(const std::string& name, const std::string& args) {
-  return testutil::make_model_in(DF_UNIT_WORK_DIR, name, args);
+  return testutil::make_model_in(work_dir(), name, args);
 }
 
 inline std::string default_model() { return std::string(DF_SOURCE_DIR) + "/models/default.gguf"; }

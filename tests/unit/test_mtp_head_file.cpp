@@ -96,10 +96,6 @@ void expect_error(F&& f, const std::vector<std::string>& parts) {
 
 class MtpHeadFile : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    work = std::string(DF_UNIT_WORK_DIR) + "/mtp_head_file";
-    fs::create_directories(work);
-  }
   void SetUp() override {
     server.serve("default.gguf", std::make_shared<std::vector<uint8_t>>(test::read_bytes(modeltest::default_model())));
     trunk = pull("trunk", {"token_embd.weight", "output*", "blk.[0-7].*"});
@@ -114,7 +110,6 @@ class MtpHeadFile : public ::testing::Test {
     return st.model_path(name);
   }
   std::string pull_head() { return pull("head", {"blk.8.*"}); }
-  static inline std::string work;
   TestHttpServer server;
   test::TempDir dir;
   store::Store st{dir.path};
@@ -220,10 +215,10 @@ TEST_F(MtpHeadFile, HeadsThatDoNotFitAreErrorsNamingTheTensorOrKey) {
   expect_error([&] { load(trunk, qwen3); }, {"architecture 'qwen3'"});
   expect_error([&] { load(qwen3, head); }, {"'qwen3' has no MTP head"});
   // Hyperparameters that no shape shows.
-  const std::string rope = work + "/head_rope.gguf";
+  const std::string rope = modeltest::work_dir() + "/head_rope.gguf";
   write_with_key(head, rope, "qwen35.rope.freq_base", gguf::make_f32(500000.0f));
   expect_error([&] { load(trunk, rope); }, {"head_rope.gguf", "qwen35.rope.freq_base"});
-  const std::string eps = work + "/head_eps.gguf";
+  const std::string eps = modeltest::work_dir() + "/head_eps.gguf";
   write_with_key(head, eps, "qwen35.attention.layer_norm_rms_epsilon", gguf::make_f32(1e-5f));
   expect_error([&] { load(trunk, eps); }, {"layer_norm_rms_epsilon"});
   // The file that fits still loads.

@@ -11,7 +11,8 @@
 //     `--spec-draft-n-max`) gives the tokens of plain greedy decoding, and `--output json`
 //     reports `stats.spec` with one acceptance figure per draft position;
 //     `bench --spec mtp --draft-accept P` measures plain beside speculative generation;
-//   - `inspect` lists the metadata, the hyperparameters and every tensor.
+//   - `inspect` lists the metadata, the hyperparameters and every tensor;
+//   - `--top-k`, `--top-p`, `--min-p` reach the sampler (each can turn hot sampling greedy).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,8 +78,7 @@ class ReadmeCli : public ::testing::Test {
   }
   // `logits` of the prompt into a file; returns the floats.
   std::vector<float> logits(const std::string& flags) {
-    const std::string out = std::string(DF_UNIT_WORK_DIR) + "/readme_logits.f32";
-    std::filesystem::create_directories(DF_UNIT_WORK_DIR);
+    const std::string out = testutil::test_dir(DF_UNIT_WORK_DIR) + "/readme_logits.f32";
     const auto r = cli("logits -q -t 1 -p " + kPrompt + " -o " + out + " " + flags + " 2>&1");
     EXPECT_EQ(r.rc, 0) << flags << "\n" << r.out;
     return floats_of(testutil::read_file(out));
@@ -160,6 +160,29 @@ TEST_F(ReadmeCli, SeedMakesSamplingReproducible) {
   std::set<std::string> outs = {a["tokens"].dump()};
   for (int seed = 2; seed <= 4; ++seed) outs.insert(cli_json(args + std::to_string(seed))["tokens"].dump());
   EXPECT_GT(outs.size(), 1u) << "four seeds sampled the same 12 tokens";
+}
+
+// README: "Flags follow llama.cpp's spelling: ... --temp --top-k --top-p --min-p --seed". Each
+// truncation flag, set to keep only the most likely token, turns hot sampling (--temp 1.5)
+// into greedy decoding, for every seed; without them those seeds do not all decode greedily
+// (so a flag that did not reach the sampler would fail here).
+TEST_F(ReadmeCli, TruncationFlagsReachTheSampler) {
+  const std::string base = "run -q -t 1 -p " + kPrompt + " -n 16 ";
+  const json greedy = cli_json(base + "--temp 0 --spec none")["tokens"];
+  ASSERT_EQ(greedy.size(), 16u);
+  int hot_greedy = 0;
+  for (int seed = 1; seed <= 3; ++seed) {
+    // Hot, with every truncation off but the one under test.
+    const auto hot = [&](const std::string& k, const std::string& p, const std::string& m) {
+      return cli_json(base + "--temp 1.5 --seed " + std::to_string(seed) + " --top-k " + k + " --top-p " + p +
+                      " --min-p " + m)["tokens"];
+    };
+    if (hot("0", "1", "0") == greedy) ++hot_greedy;
+    EXPECT_EQ(hot("1", "1", "0"), greedy) << "--top-k 1 --seed " << seed;
+    EXPECT_EQ(hot("0", "0.000001", "0"), greedy) << "--top-p 0.000001 --seed " << seed;
+    EXPECT_EQ(hot("0", "1", "1"), greedy) << "--min-p 1 --seed " << seed;
+  }
+  EXPECT_LT(hot_greedy, 3) << "--temp 1.5 decoded greedily for every seed: the check above proves nothing";
 }
 
 TEST_F(ReadmeCli, SpeculativeDecodingKeepsTheGreedyTokens) {

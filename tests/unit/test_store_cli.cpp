@@ -17,7 +17,7 @@ const std::string kModel = std::string(DF_SOURCE_DIR) + "/models/default.gguf";
 const std::string kCli = DF_CLI;
 
 TEST(StoreCli, ImportListRunRemove) {
-  const std::string store = std::string(DF_UNIT_WORK_DIR) + "/store_cli";
+  const std::string store = modeltest::work_dir() + "/store_cli";
   std::filesystem::remove_all(store);
   const std::string s = " --store " + store;
   const std::string imported = testutil::run(kCli + " import " + kModel + " --name tiny" + s);
@@ -51,7 +51,7 @@ TEST(StoreCli, ImportListRunRemove) {
 
 // README: "--store DIR, else $DISKFORMER_HOME, else ~/.cache/diskformer".
 TEST(StoreCli, StoreFolderIsFlagThenEnvironmentThenHomeCache) {
-  const std::string root = std::string(DF_UNIT_WORK_DIR) + "/store_dirs";
+  const std::string root = modeltest::work_dir() + "/store_dirs";
   std::filesystem::remove_all(root);
   const std::string model = modeltest::make_model("store_dirs_tiny", modeltest::kQwen3Args);
   const std::string env = "HOME=" + root + "/home DISKFORMER_HOME=" + root + "/env ";
