@@ -36,6 +36,7 @@ struct MvFuse {
   bool swiglu = false;                 // nmat == 2: y = silu(W x) * (W1 x) (RW == 2 kernels only)
   const float* norm_w = nullptr;       // x := rms_norm(x) * norm_w first (shared-memory x only)
   float eps = 0.0f;
+  bool pdl = false;                    // host side: launched with programmatic dependent launch
 };
 
 // y (the output element of row `row`) from the dot s.
