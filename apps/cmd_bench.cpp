@@ -52,7 +52,7 @@ double device_read_bandwidth(Backend& b) {
 // Counters of the CUDA backend's expert cache (zeros elsewhere or with resident experts).
 struct CacheCounts {
   bool streamed = false;
-  uint64_t hits = 0, misses = 0, bytes = 0, capacity = 0, host_bytes = 0;
+  uint64_t hits = 0, misses = 0, bytes = 0, in_place = 0, replacements = 0, capacity = 0, host_bytes = 0;
   int64_t slots = 0;
 };
 CacheCounts cache_counts(Backend& b) {
@@ -62,6 +62,7 @@ CacheCounts cache_counts(Backend& b) {
     const cuda::ExpertCacheStats s = g->expert_cache_stats();
     c.streamed = g->experts_streamed();
     c.hits = s.hits, c.misses = s.misses, c.bytes = s.bytes_uploaded, c.capacity = s.capacity_bytes;
+    c.in_place = s.bytes_in_place, c.replacements = s.replacements;
     c.host_bytes = s.host_bytes, c.slots = s.slots;
   }
 #endif
@@ -148,6 +149,7 @@ void register_bench(CLI::App& app) {
           const CacheCounts c1 = cache_counts(backend);
           tg_cache.hits += c1.hits - c0.hits, tg_cache.misses += c1.misses - c0.misses;
           tg_cache.bytes += c1.bytes - c0.bytes;
+          tg_cache.in_place += c1.in_place - c0.in_place, tg_cache.replacements += c1.replacements - c0.replacements;
         }
       }
     }
@@ -192,7 +194,14 @@ void register_bench(CLI::App& app) {
                              {"decode_hit_rate", lookups > 0 ? static_cast<double>(tg_cache.hits) / lookups : 0.0},
                              {"decode_bytes_uploaded_per_token", tokens > 0 ? static_cast<double>(tg_cache.bytes) / tokens : 0.0},
                              {"decode_upload_gb_per_second",
-                              g.mean > 0 && tokens > 0 ? static_cast<double>(tg_cache.bytes) / tokens * g.mean / 1e9 : 0.0}};
+                              g.mean > 0 && tokens > 0 ? static_cast<double>(tg_cache.bytes) / tokens * g.mean / 1e9 : 0.0},
+                             {"decode_replacements", tg_cache.replacements},
+                             // misses read from pinned host memory in place by the kernels
+                             {"decode_bytes_from_host_per_token", tokens > 0 ? static_cast<double>(tg_cache.in_place) / tokens : 0.0},
+                             {"decode_host_read_gb_per_second",
+                              g.mean > 0 && tokens > 0 ? static_cast<double>(tg_cache.in_place) / tokens * g.mean / 1e9 : 0.0},
+                             {"all_bytes_from_host", cc.in_place},
+                             {"all_replacements", cc.replacements}};
     }
     const double read_bw = device_read_bandwidth(backend);
     if (read_bw > 0) {
@@ -228,9 +237,11 @@ void register_bench(CLI::App& app) {
         std::printf("device read bandwidth %.1f GB/s (read kernel): decode at %.1f %% of it\n", read_bw / 1e9,
                     100.0 * gbs * 1e9 / read_bw);
       if (out.contains("expert_cache"))
-        std::printf("expert cache %.1f MiB (%lld experts): decode hit rate %.3f, %.2f MiB uploaded per token\n",
+        std::printf("expert cache %.1f MiB (%lld experts): decode hit rate %.3f, %.2f MiB read from host and %.2f MiB "
+                    "uploaded per token\n",
                     static_cast<double>(cc.capacity) / (1 << 20), static_cast<long long>(cc.slots),
                     out["expert_cache"]["decode_hit_rate"].get<double>(),
+                    out["expert_cache"]["decode_bytes_from_host_per_token"].get<double>() / (1 << 20),
                     out["expert_cache"]["decode_bytes_uploaded_per_token"].get<double>() / (1 << 20));
       if (out.contains("spec"))
         std::printf("spec mtp (draft-max %d%s): %.2f tok/s vs plain %.2f tok/s (x%.2f), %lld of %lld drafts accepted\n",

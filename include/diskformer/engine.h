@@ -39,6 +39,7 @@ struct EngineOptions {
   bool mv_exact = false;       // CUDA decode matvecs with f32 activations (no int8 rounding)
   bool pdl = true;             // CUDA matvecs with programmatic dependent launch
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
+  int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV
   // cache to any position and keep none). A session keeps one at the end of each prompt and
   // of each generation, and one every `checkpoint_every` tokens (0: none), at most

@@ -53,6 +53,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_mv_exact = opt.mv_exact;
   bo.cuda_no_pdl = !opt.pdl;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;
+  bo.cuda_gpu_mem_bytes = opt.gpu_mem_bytes;
   e->backend_ = make_backend(bo);
   e->model_ = load_model(*e->file_, *e->backend_, e->head_file_.get());
   if (e->model_->info().n_vocab < e->tokenizer_->n_vocab())

@@ -40,9 +40,14 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
   const int64_t per_group = pair ? kWarps / wpr : kWarps / wpr * RW;
   int64_t ngroups = (v.rows + per_group - 1) / per_group;
   for (int i = 0; !pair && i + 1 < f.nmat; ++i) ngroups += (f.rows[i] + per_group - 1) / per_group;
-  const int64_t blocks = std::min<int64_t>(ngroups, int64_t{sms} * std::max(occ, 1));
-  if (!f.pdl) {
-    kernel<<<static_cast<unsigned>(blocks), kWarps * 32, smem, s>>>(v, x, y, f, wpr);
+  // Routed experts: one grid row per slot, the resident blocks shared among the rows.
+  const int64_t slots = f.ids ? f.n_slots : 1;
+  const int64_t resident = int64_t{sms} * std::max(occ, 1);
+  const int64_t blocks = std::min<int64_t>(ngroups, std::max<int64_t>(1, (resident + slots - 1) / slots));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(slots));
+  // Routed launches read their expert ids before griddepcontrol.wait: never programmatic.
+  if (!f.pdl || f.ids) {
+    kernel<<<grid, kWarps * 32, smem, s>>>(v, x, y, f, wpr);
     return;
   }
   // Programmatic dependent launch: may start while the previous kernel of the stream (or graph)
@@ -51,7 +56,7 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.gridDim = grid;
   cfg.blockDim = dim3(kWarps * 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
