@@ -26,6 +26,12 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
+  app.add_flag("--mv-exact", f.mv_exact,
+               "GPU decode matvecs multiply f32 activations for every weight format (default: Q8_0, Q4_0, Q4_K, "
+               "Q6_K and IQ4_XS round them to int8 blocks of 32 for integer dots, as llama.cpp does)");
+  app.add_flag("--no-pdl", f.no_pdl,
+               "GPU matvecs without programmatic dependent launch (default: each may start, loading its weights, "
+               "while the previous kernel finishes)");
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
@@ -73,6 +79,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.kv_f32 = f.kv_f32;
   o.graphs = !f.no_graphs;
   o.fuse = !f.no_fuse;
+  o.mv_exact = f.mv_exact;
+  o.pdl = !f.no_pdl;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;

@@ -2,7 +2,8 @@
 // bandwidth measured with a read kernel, validation of every format against the CPU
 // reference (NMSE per n in 1..8, bit-identity of rows across n, get_rows exactness), and the
 // speed of every format on the real shapes (rows x cols = outputs x inputs), with the
-// launch variants (rows per warp, parts in flight) of the planar formats. JSON to --out.
+// launch variants (rows per warp, parts in flight) of the planar formats; every format with
+// int8-x kernels (dev_dp4a.cuh) in both modes, old (f32 x) beside new (int8 x). JSON to --out.
 //
 //   bench_matvec_cuda --out matvec_cuda.json [--quick] [--formats q4_0,q8_0]
 #include <cuda_runtime.h>
@@ -90,12 +91,13 @@ struct DevBuf {
 };
 
 // ---- validation at a moderate shape ----
-json validate(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols) {
+json validate(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, bool int8) {
   const auto blocks = mt::random_blocks(t, cols, rows, 1000 + static_cast<uint64_t>(t));
   const auto w = mt::dequant_rows(t, blocks.data(), cols, rows);
   const auto x = mt::random_x(mv::kMaxRows * cols, 77);
   const auto ref = mt::reference(w, x, cols, rows, mv::kMaxRows);
   mv::PackedWeight W = mv::pack_weight(ctx, t, cols, rows, blocks.data());
+  W.int8_x = int8 && mv::int8_x_supported(t, cols);
   DevBuf dx(x.size() * 4), dy(mv::kMaxRows * rows * 4), dy1(rows * 4);
   ck(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "x");
   json nm = json::array();
@@ -130,7 +132,7 @@ json validate(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols) {
   ck(cudaMemcpy(out.data(), dout.p, out.size() * 4, cudaMemcpyDeviceToHost), "rows");
   bool exact = true;
   for (int k = 0; k < 16; ++k) exact = exact && std::memcmp(out.data() + k * cols, w.data() + ids[k] * cols, cols * 4) == 0;
-  return {{"type", std::string(df::type_name(t))}, {"rows", rows}, {"cols", cols}, {"nmse_per_n", nm},
+  return {{"type", std::string(df::type_name(t))}, {"rows", rows}, {"cols", cols}, {"int8_x", W.int8_x}, {"nmse_per_n", nm},
           {"nmse_worst", worst}, {"rows_bit_identical_across_n", identical}, {"get_rows_exact", exact}};
 }
 
@@ -140,6 +142,8 @@ mv::PackedWeight clone(const mv::PackedWeight& src) {
   c.type = src.type, c.cols = src.cols, c.rows = src.rows, c.bytes = src.bytes;
   c.q_row_bytes = src.q_row_bytes, c.m_offset = src.m_offset, c.m_row_bytes = src.m_row_bytes;
   c.tables = src.tables;
+  c.int8_x = src.int8_x;
+  c.pdl = src.pdl;
   void* d = nullptr;
   ck(cudaMalloc(&d, src.bytes), "clone");
   c.data = static_cast<uint8_t*>(d);
@@ -156,6 +160,8 @@ mv::PackedWeight replicate(const mv::PackedWeight& tile, int64_t rows) {
   w.m_offset = tile.q_row_bytes * static_cast<size_t>(rows);
   w.bytes = mv::packed_bytes(tile.type, tile.cols, rows);
   w.tables = tile.tables;
+  w.int8_x = tile.int8_x;
+  w.pdl = tile.pdl;
   void* d = nullptr;
   ck(cudaMalloc(&d, w.bytes), "weight");
   w.data = static_cast<uint8_t*>(d);
@@ -228,23 +234,37 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
   ck(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "x");
   const double weight_bytes = static_cast<double>(rb) * static_cast<double>(rows);
 
+  const bool has_int8 = mv::int8_x_supported(t, cols);
+  for (auto& c : copies) c.pdl = false;
+  auto set_mode = [&](bool int8, bool pdl = false) {
+    for (auto& c : copies) c.int8_x = int8 && has_int8, c.pdl = pdl;
+  };
   // check: the tile rows against the CPU reference (n = 1), every row equal to its tile row
-  ck(cudaMemset(dy.p, 0xff, rows * 4), "poison");
-  ck(cudaDeviceSynchronize(), "poison");  // s does not wait for the legacy stream
-  mv::matvec(copies[0], dx.f(), dy.f(), 1, s);
-  ck(cudaStreamSynchronize(s), "check");
-  std::vector<float> y(static_cast<size_t>(rows));
-  ck(cudaMemcpy(y.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost), "y");
   const int64_t vrows = std::min<int64_t>(tile_rows, 256);
   const auto w = mt::dequant_rows(t, blocks.data(), cols, vrows);
   const auto ref = mt::reference(w, x, cols, vrows, 1);
-  const double e = mt::nmse(y.data(), ref.data(), static_cast<size_t>(vrows));
-  bool rep_ok = true;
-  for (int64_t r = tile_rows; r < rows; ++r) rep_ok = rep_ok && std::memcmp(&y[r], &y[r % tile_rows], 4) == 0;
+  auto check = [&](bool& rep_ok) {
+    ck(cudaMemset(dy.p, 0xff, rows * 4), "poison");
+    ck(cudaDeviceSynchronize(), "poison");  // s does not wait for the legacy stream
+    mv::matvec(copies[0], dx.f(), dy.f(), 1, s);
+    ck(cudaStreamSynchronize(s), "check");
+    std::vector<float> y(static_cast<size_t>(rows));
+    ck(cudaMemcpy(y.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost), "y");
+    rep_ok = true;
+    for (int64_t r = tile_rows; r < rows; ++r) rep_ok = rep_ok && std::memcmp(&y[r], &y[r % tile_rows], 4) == 0;
+    return mt::nmse(y.data(), ref.data(), static_cast<size_t>(vrows));
+  };
+  bool rep_ok = true, rep_ok8 = true;
+  set_mode(false);
+  const double e = check(rep_ok);
+  set_mode(true);
+  const double e8 = has_int8 ? check(rep_ok8) : e;
+  set_mode(false);
 
   json res = {{"type", std::string(df::type_name(t))}, {"rows", rows}, {"cols", cols},
               {"weight_bytes", weight_bytes}, {"packed_bytes", per}, {"copies", ncopies},
-              {"nmse_n1", e}, {"replicated_rows_consistent", rep_ok}};
+              {"nmse_n1", e}, {"replicated_rows_consistent", rep_ok && rep_ok8}, {"int8_x", has_int8}};
+  if (has_int8) res["nmse_n1_int8x"] = e8;
   // the read kernel over the same bytes (same copies, same graph timing): the bandwidth
   // reachable at this size, launch and tail effects included
   int sms = 1;
@@ -255,14 +275,34 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
   }, s);
   const double read_gbs = static_cast<double>(per) / (read_ms * 1e-3) / 1e9;
   res["read_kernel_same_bytes_gbs"] = read_gbs;
-  json per_n = json::object();
-  for (int n : ns) {
-    const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) { mv::matvec(W, dx.f(), dy.f(), n, st); }, s);
-    const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
-    per_n[std::to_string(n)] = {{"us", ms * 1e3}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw},
-                                {"pct_of_same_size_read", 100.0 * gbs / read_gbs}};
+  // "default": the f32-x kernels (the old default), "int8x": the int8-x kernels, "int8x_pdl":
+  // launched with programmatic dependent launch (each launch's weight loads overlap the end
+  // of the previous launch, as in a decode step's graph).
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool int8 = mode > 0;
+    if (int8 && !has_int8) break;
+    set_mode(int8, mode == 2);
+    json per_n = json::object();
+    for (int n : ns) {
+      const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) { mv::matvec(W, dx.f(), dy.f(), n, st); }, s);
+      const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
+      per_n[std::to_string(n)] = {{"us", ms * 1e3}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw},
+                                  {"pct_of_same_size_read", 100.0 * gbs / read_gbs}};
+    }
+    res[mode == 0 ? "default" : mode == 1 ? "int8x" : "int8x_pdl"] = per_n;
   }
-  res["default"] = per_n;
+  set_mode(false);
+  if (variants && has_int8) {
+    json var = json::array();
+    for (int code : {3011, 3012, 3014, 3021, 3022, 3024, 3041, 3042}) {
+      const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) {
+        if (!mv::matvec_dp4a_variant(W, dx.f(), dy.f(), code, st)) throw df::Error("no dp4a variant");
+      }, s);
+      const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
+      var.push_back({{"rw", code / 10 % 10}, {"u", code % 10}, {"us", ms * 1e3}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw}});
+    }
+    res["int8x_variants_n1"] = var;
+  }
   if (variants && planar_fast(t)) {
     json var = json::array();
     for (int code : {11, 12, 14, 21, 22, 24, 41, 42, 122, 1022, 2021, 2022}) {
@@ -307,13 +347,16 @@ int main(int argc, char** argv) {
 
     mv::Context ctx;
     json val = json::array();
-    for (GgmlType t : types) {
-      val.push_back(validate(ctx, t, 1024, 4096));
-      const auto& v = val.back();
-      std::printf("validate %-8s nmse_worst %.2e  bit-identical %d  get_rows exact %d\n", std::string(df::type_name(t)).c_str(),
-                  v["nmse_worst"].get<double>(), v["rows_bit_identical_across_n"].get<bool>(), v["get_rows_exact"].get<bool>());
-      std::fflush(stdout);
-    }
+    for (GgmlType t : types)
+      for (bool int8 : {false, true}) {
+        if (int8 && !mv::int8_x_supported(t, 4096)) continue;
+        val.push_back(validate(ctx, t, 1024, 4096, int8));
+        const auto& v = val.back();
+        std::printf("validate %-8s %s nmse_worst %.2e  bit-identical %d  get_rows exact %d\n", std::string(df::type_name(t)).c_str(),
+                    int8 ? "int8-x" : "f32-x ", v["nmse_worst"].get<double>(), v["rows_bit_identical_across_n"].get<bool>(),
+                    v["get_rows_exact"].get<bool>());
+        std::fflush(stdout);
+      }
     j["validation"] = val;
 
     const int64_t shapes[][2] = {{2560, 9728}, {9728, 2560}, {5120, 17408}, {17408, 5120}, {248320, 5120}};
@@ -331,11 +374,14 @@ int main(int argc, char** argv) {
         const std::vector<int> ns = prio && sh[0] == 17408 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
         sp.push_back(speed(ctx, t, sh[0], sh[1], bw, prio, ns, s));
         const auto& r = sp.back();
-        std::printf("speed %-8s %6lld x %-6lld n=1 %8.1f us %6.0f GB/s %5.1f %% (%5.1f %% of same-size read)  nmse %.1e\n",
-                    std::string(df::type_name(t)).c_str(), static_cast<long long>(sh[0]), static_cast<long long>(sh[1]),
-                    r["default"]["1"]["us"].get<double>(), r["default"]["1"]["gbs"].get<double>(),
-                    r["default"]["1"]["pct_of_read_bw"].get<double>(), r["default"]["1"]["pct_of_same_size_read"].get<double>(),
-                    r["nmse_n1"].get<double>());
+        std::printf("speed %-8s %6lld x %-6lld n=1 f32-x %7.1f us %5.0f GB/s %5.1f %%", std::string(df::type_name(t)).c_str(),
+                    static_cast<long long>(sh[0]), static_cast<long long>(sh[1]), r["default"]["1"]["us"].get<double>(),
+                    r["default"]["1"]["gbs"].get<double>(), r["default"]["1"]["pct_of_read_bw"].get<double>());
+        if (r.contains("int8x"))
+          std::printf(" | int8-x %7.1f us %5.0f GB/s %5.1f %% nmse %.1e | +pdl %5.0f GB/s", r["int8x"]["1"]["us"].get<double>(),
+                      r["int8x"]["1"]["gbs"].get<double>(), r["int8x"]["1"]["pct_of_read_bw"].get<double>(),
+                      r["nmse_n1_int8x"].get<double>(), r["int8x_pdl"]["1"]["gbs"].get<double>());
+        std::printf(" | same-size read %5.0f GB/s\n", r["read_kernel_same_bytes_gbs"].get<double>());
         std::fflush(stdout);
       }
     }

@@ -37,6 +37,10 @@ struct PackedWeights;
 struct CudaOptions {
   int device = 0;
   bool fuse = true;  // false: the fused ops run as their unfused sequences (Backend's defaults)
+  // Decode matvecs of Q8_0, Q4_0, Q4_K, Q6_K, IQ4_XS weights: x rounded to int8 blocks and
+  // integer dots (cudamv::Context::int8_x); false: f32 x with the exact dequantized weights.
+  bool int8_x = true;
+  bool pdl = true;  // matvec launches with programmatic dependent launch (cudamv::Context::pdl)
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.

@@ -24,6 +24,7 @@ bool get_rows_raw_iq(GgmlType t, const PlanarView& v, const int32_t* ids, int n,
 void prepare_raw_basic();
 void prepare_raw_iq();
 void prepare_fast();
+void prepare_dp4a();
 
 
 void check_launch(const char* what);  // throws df::Error on a launch error
@@ -43,5 +44,11 @@ bool get_rows_fast(const PackedWeight& W, const int32_t* ids, int n, float* out,
 // integer-to-float conversion (dev_fast.cuh) at RW = 2, U = 1 (2021) or 2 (2022); false when
 // not available.
 bool matvec_fast_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s);
+
+// The int8-x kernels (family_dp4a.cu): kNoType when the type has none.
+Mv matvec_dp4a(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
+// Workbench: the int8-x kernel at n = 1, code = 3000 + 10 * RW + U (3011 3012 3014 3021 3022
+// 3024 3041 3042), whatever W.int8_x says; false when the type or width has none.
+bool matvec_dp4a_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s);
 
 }  // namespace df::cudamv

@@ -121,6 +121,7 @@ bool get_rows_list(FastList<Fs...>, const PackedWeight& W, const int32_t* ids, i
 }  // namespace
 
 Mv matvec_fast(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f) {
+  if (W.int8_x) return matvec_dp4a(W, x, y, n, s, f);
   const Mv r = matvec_list(FastFormats{}, W, x, y, n, s, f);
   if (r == Mv::kDone) check_launch("matvec");
   return r;

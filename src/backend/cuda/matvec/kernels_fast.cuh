@@ -14,6 +14,7 @@
 #include "backend/cuda/matvec/dev_common.cuh"
 #include "backend/cuda/matvec/kernels_raw.cuh"
 #include "backend/cuda/matvec/mv_fuse.cuh"
+#include "backend/cuda/matvec/xq.cuh"
 
 namespace df::cudamv {
 
@@ -57,12 +58,39 @@ __host__ __device__ constexpr size_t xs_bytes(int n, int64_t cols, bool sums) {
   return static_cast<size_t>(n) * static_cast<size_t>(xs_stride(cols) + (sums ? cols / 16 : 0)) * sizeof(float);
 }
 
-// A planar format of dev_fast.cuh: its 16-byte words and meta are loaded ahead.
+// Whether a format multiplies int8-rounded x (dev_dp4a.cuh: x staged by quantize_x).
+template <class F>
+constexpr bool int8x_of() {
+  if constexpr (requires { F::kInt8X; }) return F::kInt8X;
+  else return false;
+}
+
+template <class F>
+constexpr bool q8k_of() {
+  if constexpr (requires { F::kQ8K; }) return F::kQ8K;
+  else return false;
+}
+
+// Parts in flight per lane of the default configuration at n <= 2 (launch.cuh DefaultConfig).
+template <class F>
+constexpr int default_u_of() {
+  if constexpr (requires { F::kDefaultU; }) return F::kDefaultU;
+  else return F::kLoads >= 3 ? 1 : 2;
+}
+
+// Shared memory of the int8 x (xq.cuh) of N rows, after (norm prologue) the f32 copy that the
+// norm reads.
+__host__ __device__ constexpr size_t xq_bytes(int n, int64_t cols, bool norm) {
+  return static_cast<size_t>(n) * static_cast<size_t>((norm ? 4 * xs_stride(cols) : 0) + xq_row_bytes(cols));
+}
+
+// A planar format of dev_fast.cuh (or dev_dp4a.cuh): its 16-byte words and meta are loaded ahead.
 template <class F>
 struct PlanarAdapter {
   static constexpr GgmlType kType = F::kType;
   static constexpr int kPartElems = F::kPartElems, kLoads = F::kLoads;
-  static constexpr bool kSums = F::kSums, kGlobalX = F::kGlobalX;
+  static constexpr bool kSums = F::kSums, kGlobalX = F::kGlobalX, kInt8X = int8x_of<F>(), kQ8K = q8k_of<F>();
+  static constexpr int kDefaultU = default_u_of<F>();
   struct Regs {
     uint4 q[F::kLoads];
     typename F::Meta m;
@@ -85,7 +113,7 @@ template <class R>
 struct RawAdapter {
   static constexpr GgmlType kType = R::kType;
   static constexpr int kPartElems = R::kPartElems, kLoads = 1;
-  static constexpr bool kSums = false, kGlobalX = false;
+  static constexpr bool kSums = false, kGlobalX = false, kInt8X = false, kQ8K = false;
   struct Regs {
     const uint8_t* b;
     int p;
@@ -191,9 +219,47 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
     set_rows(g);
     load_chunk(0);
   }
+  // Programmatic dependent launch (launch_persistent, MvFuse::pdl): the weight loads above may
+  // run before the previous kernel has finished; x and y only after it. Then the next
+  // kernel may launch (its blocks take the SMs this grid leaves, and load their weights).
+  // Both are no-ops in a launch without the attribute.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
   float* sums = xs + N * stride;
   const int sum_stride = static_cast<int>(v.cols / 16);
-  if constexpr (kSmem) {
+  uint8_t* xq = reinterpret_cast<uint8_t*>(smem4) + (f.norm_w ? 4 * N * stride : 0);  // kInt8X
+  const int xq_rb = static_cast<int>(xq_row_bytes(v.cols));
+  if constexpr (kSmem && A::kInt8X) {
+    const int cols = static_cast<int>(v.cols);
+    if (f.norm_w) {  // the f32 copy, its rows' RMS scales, then the normed rows rounded
+      const int total4 = N * cols / 4;
+      for (int i = threadIdx.x; i < total4; i += blockDim.x) {
+        const int e = 4 * i, j = e / cols, c = e - j * cols;
+        *reinterpret_cast<float4*>(xs + j * stride + xs_off(c)) = __ldg(reinterpret_cast<const float4*>(x) + i);
+      }
+      __syncthreads();
+      __shared__ float row_scale8[N];
+      if (warp < N) {  // the order of rms_norm_rows (mv_fuse.cuh): the same bits as unfused
+        const float* xr = xs + warp * stride;
+        const float sc = rms_scale_of(cols, f.eps, [&](int c) { return xr[xs_off(c)]; });
+        if (lane == 0) row_scale8[warp] = sc;
+      }
+      __syncthreads();
+      quantize_x<A::kPartElems, A::kQ8K>(
+          [&](int j, int c) {
+            const float4 a = *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c));
+            const float sc = row_scale8[j];
+            return make_float4(rms_apply(a.x, sc, f.norm_w[c]), rms_apply(a.y, sc, f.norm_w[c + 1]),
+                               rms_apply(a.z, sc, f.norm_w[c + 2]), rms_apply(a.w, sc, f.norm_w[c + 3]));
+          },
+          N, cols, xq);
+    } else {
+      quantize_x<A::kPartElems, A::kQ8K>(
+          [&](int j, int c) { return __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(j) * cols + c)); }, N,
+          cols, xq);
+    }
+    __syncthreads();
+  } else if constexpr (kSmem) {
     const int cols = static_cast<int>(v.cols);
     if (f.norm_w) {  // x rows RMS-normed (times norm_w) in shared memory, then their sums
       const int total4 = N * cols / 4;
@@ -258,7 +324,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
         const int t = t0 + rs * u + rl;
         if (t < nparts) {
           const int e0 = t * A::kPartElems;
-          if constexpr (kSmem) {
+          if constexpr (A::kInt8X) {
+            static_assert(kSmem, "int8 x lives in shared memory");
+            const XQ xa{xq + t * 16, xq + v.cols + (e0 / 32) * 8, xq_rb, nparts * 16};
+#pragma unroll
+            for (int r = 0; r < RW; ++r) A::template dot<N>(v, regs[u][r], xa, acc[r]);
+          } else if constexpr (kSmem) {
             const XShared xa{xs + xs_off(e0), sums + e0 / 16, stride, sum_stride};
 #pragma unroll
             for (int r = 0; r < RW; ++r) A::template dot<N>(v, regs[u][r], xa, acc[r]);

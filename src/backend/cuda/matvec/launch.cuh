@@ -5,8 +5,11 @@
 
 #include <algorithm>
 
+#include "common/error.h"
+
 #include "backend/cuda/matvec/dispatch.cuh"
 #include "backend/cuda/matvec/kernels_fast.cuh"
+#include "backend/cuda/matvec/matvec.cuh"
 
 namespace df::cudamv {
 
@@ -41,22 +44,55 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
   const int64_t slots = f.ids ? f.n_slots : 1;
   const int64_t resident = int64_t{sms} * std::max(occ, 1);
   const int64_t blocks = std::min<int64_t>(ngroups, std::max<int64_t>(1, (resident + slots - 1) / slots));
-  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(slots)), kWarps * 32, smem, s>>>(v, x, y, f, wpr);
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(slots));
+  // Routed launches read their expert ids before griddepcontrol.wait: never programmatic.
+  if (!f.pdl || f.ids) {
+    kernel<<<grid, kWarps * 32, smem, s>>>(v, x, y, f, wpr);
+    return;
+  }
+  // Programmatic dependent launch: may start while the previous kernel of the stream (or graph)
+  // runs; the kernel waits for it before it reads x (griddepcontrol.wait in mv_kernel).
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kWarps * 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaLaunchKernelEx(&cfg, kernel, v, x, y, f, wpr);
 }
 
 // Whether a launch of (A, N, RW) can do the fusions of f: the norm prologue needs the
 // shared-memory x, the SwiGLU pair two rows per warp.
+// Shared memory of a launch: the x copy (f32 formats) or the int8 x (and the f32 copy that
+// a fused norm reads).
+template <class A, int N>
+size_t smem_of(int64_t cols, bool norm) {
+  if constexpr (A::kInt8X) return xq_bytes(N, cols, norm);
+  else return xs_bytes(N, cols, A::kSums);
+}
+
+// Whether the int8-x kernels take a matrix of this width: their x always lives in shared
+// memory, for every n up to kMaxRows (a function of cols alone: a row's bits never depend on n).
+inline bool int8x_fits(int64_t cols) { return cols % 32 == 0 && xq_bytes(kMaxRows, cols, false) <= kMaxSmem; }
+
 template <class A, int N, int RW>
 bool can_fuse(const PlanarView& v, const MvFuse& f, bool allow_smem = !A::kGlobalX) {
-  const bool smem = allow_smem && xs_bytes(N, v.cols, A::kSums) <= kMaxSmem;
+  const bool smem = (allow_smem || A::kInt8X) && smem_of<A, N>(v.cols, f.norm_w != nullptr) <= kMaxSmem;
   return (!f.norm_w || smem) && (!f.swiglu || RW == 2);
 }
 
 template <class A, int N, int RW, int U>
 void launch_mv(const PlanarView& v, const float* x, float* y, cudaStream_t s, bool allow_smem = !A::kGlobalX,
                const MvFuse& f = MvFuse{}) {
-  const size_t smem = xs_bytes(N, v.cols, A::kSums);
-  if (allow_smem && smem <= kMaxSmem)
+  const size_t smem = smem_of<A, N>(v.cols, f.norm_w != nullptr);
+  if constexpr (A::kInt8X) {
+    if (smem > kMaxSmem || !int8x_fits(v.cols)) throw Error("CUDA matvec: int8 x does not fit in shared memory");
+    launch_persistent<A, N, RW, U, true>(v, x, y, smem, s, f);
+  } else if (allow_smem && smem <= kMaxSmem)
     launch_persistent<A, N, RW, U, true>(v, x, y, smem, s, f);
   else
     launch_persistent<A, N, RW, U, false>(v, x, y, 0, s, f);
@@ -70,11 +106,17 @@ void prepare_mv() {
 }
 
 // The default (RW, U) per n (measured on the H200, docs in bench/cuda/README.md): two rows per
-// warp for small n, two parts in flight per lane, one for the 3-word parts of Q6_K.
+// warp for small n (the SwiGLU pair needs 2), two parts in flight per lane, one for the
+// 3-word parts of Q6_K; the int8-x formats: their kDefaultU at n <= 2.
+template <class A>
+constexpr int default_u() {
+  if constexpr (requires { A::kDefaultU; }) return A::kDefaultU;
+  else return A::kLoads >= 3 ? 1 : 2;
+}
 template <class A, int N>
 struct DefaultConfig {
   static constexpr int kRW = N <= 2 ? 2 : 1;
-  static constexpr int kU = A::kLoads >= 3 || N > 2 ? 1 : 2;
+  static constexpr int kU = N > 2 ? 1 : default_u<A>();
 };
 
 // Launches with the fusions of f; false (nothing launched) when this n cannot fuse them.

@@ -8,10 +8,12 @@
 // reads each weight byte once with 16-byte loads.
 //
 // Numerics: weights are dequantized inside the kernel exactly as src/quant's reference
-// dequantizers do; activations stay f32; products are summed in f32 in a fixed order per
-// output row. y[j, r] is therefore bit-identical for every n (a row of x gives the same
-// result alone or batched with up to kMaxRows - 1 others) and differs from the f64 dot of
-// the CPU-dequantized row only by f32 rounding (NMSE ~1e-12 .. 1e-10).
+// dequantizers do; activations stay f32 (PackedWeight::int8_x false), or are rounded to int8
+// per 32 values (int8_x: integer dots, then one float per block); products are summed in a
+// fixed order per output row. y[j, r] is therefore bit-identical for every n (a row of x
+// gives the same result alone or batched with up to kMaxRows - 1 others) and differs from
+// the f64 dot of the CPU-dequantized row by f32 rounding (NMSE ~1e-12 .. 1e-10), or with
+// int8 x by the rounding of x (NMSE ~1e-5 for Gaussian x).
 // get_rows is bit-exact with the CPU reference dequantizer.
 #pragma once
 #include <cstddef>
@@ -28,17 +30,30 @@ constexpr int kMaxRows = 8;  // largest n of matvec (decode and speculative veri
 // Device-side constant tables of the IQ formats (grids, sign codes, non-linear values),
 // uploaded to the current device by the constructor. No global mutable device state: each
 // model (or process) owns one; it must outlive every PackedWeight packed with it.
+//
+// int8_x (default true): the weights packed with it multiply x rounded to int8 blocks of 32
+// (llama.cpp's q8_1 rounding) with integer dots, for the formats and widths that have such
+// kernels (Q8_0, Q4_0, Q4_K, Q6_K, IQ4_XS; cols a multiple of 32 whose 8 int8 x rows fit in
+// shared memory); false: every format multiplies f32 x (the exact dequantized-weight kernels).
+// pdl (default true): matvec launches with programmatic dependent launch (the weight loads
+// of a launch overlap the end of the previous kernel; x is read only after it).
 class Context {
  public:
-  Context();  // throws df::Error on a CUDA failure
+  explicit Context(bool int8_x = true, bool pdl = true);  // throws df::Error on a CUDA failure
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   const void* tables() const { return tables_; }  // device pointer, layout private
+  bool int8_x() const { return int8_x_; }
+  bool pdl() const { return pdl_; }
 
  private:
   void* tables_ = nullptr;
+  bool int8_x_ = true, pdl_ = true;
 };
+
+// Whether a weight of this type and width gets the int8-x kernels (under Context::int8_x).
+bool int8_x_supported(GgmlType type, int64_t cols);
 
 // A weight matrix in the GPU layout. Move-only; frees its memory if it owns it.
 // Shape: rows x cols, row r = output r (ggml's ne[1] = rows, ne[0] = cols).
@@ -52,6 +67,8 @@ struct PackedWeight {
   size_t m_row_bytes = 0;
   const void* tables = nullptr;  // Context::tables() of the packing context
   bool owns = false;           // data came from cudaMalloc in pack_weight
+  bool int8_x = false;         // matvec rounds x to int8 blocks (Context::int8_x and supported)
+  bool pdl = false;            // matvec launches with programmatic dependent launch (Context::pdl)
 
   PackedWeight() = default;
   PackedWeight(PackedWeight&& o) noexcept { *this = static_cast<PackedWeight&&>(o); }

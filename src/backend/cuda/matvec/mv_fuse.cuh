@@ -42,6 +42,7 @@ struct MvFuse {
   const int32_t* ids = nullptr;
   const uint8_t* const* table[2] = {nullptr, nullptr};  // W, then more[0]
   int32_t n_expert = 0, x_div = 1, n_slots = 0;
+  bool pdl = false;                    // host side: launched with programmatic dependent launch
 };
 
 // y (the output element of row `row`) from the dot s.
