@@ -53,6 +53,7 @@ class Writer35 {
  public:
   Writer35(gguf::Writer& w, uint64_t seed, GgmlType type, std::vector<std::pair<std::string, GgmlType>> mix)
       : w_(w), seed_(seed), type_(type), mix_(std::move(mix)) {}
+  bool fast = false;  // Rng::normal_fast for the weight matrices
 
   // [rows, cols] weight (ne = {cols, rows}) ~ N(0, sigma) in the file's type for `name`; with
   // n_mat > 1 a stack of n_mat such matrices (ne = {cols, rows, n_mat}: MoE experts).
@@ -70,7 +71,7 @@ class Writer35 {
     if (cols % type_info(t).block_elems != 0)
       throw Error("tensor " + name + ": row length " + std::to_string(cols) + " is not a multiple of the " +
                   std::string(type_name(t)) + " block");
-    const std::vector<uint8_t> data = random_matrix(name_seed(seed_, name), sigma, t, cols, rows);
+    const std::vector<uint8_t> data = random_matrix(name_seed(seed_, name), sigma, t, cols, rows, fast);
     std::vector<int64_t> ne = {cols, rows};
     if (n_mat > 1) ne = {cols, rows / n_mat, n_mat};
     w_.add_tensor(name, t, ne, data.data(), data.size());
@@ -193,6 +194,7 @@ int64_t write_qwen35(gguf::Writer& w, const std::string& arch, const BaseShape& 
   }
 
   Writer35 m(w, sc.seed, type, parse_mix(f.mix));
+  m.fast = sc.fast_random;
   const float embd_sigma = sc.logit_std / std::sqrt(static_cast<float>(n_embd));
   auto lin = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
   const float noise = sc.norm_noise, gain = sc.resid_gain;
