@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -26,6 +27,13 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Process CPU seconds (all threads): on a shared machine, beside the wall clock.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 struct Summary {
@@ -52,7 +60,7 @@ double device_read_bandwidth(Backend& b) {
 // Counters of the CUDA backend's expert cache (zeros elsewhere or with resident experts).
 struct CacheCounts {
   bool streamed = false;
-  uint64_t hits = 0, misses = 0, bytes = 0, capacity = 0, host_bytes = 0;
+  uint64_t hits = 0, misses = 0, bytes = 0, in_place = 0, replacements = 0, capacity = 0, host_bytes = 0;
   int64_t slots = 0;
 };
 CacheCounts cache_counts(Backend& b) {
@@ -62,6 +70,7 @@ CacheCounts cache_counts(Backend& b) {
     const cuda::ExpertCacheStats s = g->expert_cache_stats();
     c.streamed = g->experts_streamed();
     c.hits = s.hits, c.misses = s.misses, c.bytes = s.bytes_uploaded, c.capacity = s.capacity_bytes;
+    c.in_place = s.bytes_in_place, c.replacements = s.replacements;
     c.host_bytes = s.host_bytes, c.slots = s.slots;
   }
 #endif
@@ -118,7 +127,7 @@ void register_bench(CLI::App& app) {
     // pp[i]: prefill tok/s of prompt length i; ttft[i]: seconds until the last position's
     // logits are on the host (the first generated token can be picked).
     std::vector<std::vector<double>> pp(f->n_prompt.size()), ttft(f->n_prompt.size());
-    std::vector<double> tg;
+    std::vector<double> tg, pp_cpu, tg_cpu;  // tokens per process CPU second
     CacheCounts tg_cache;  // decode steps of the measured repetitions
     for (int r = 0; r < f->reps + 1; ++r) {  // the first repetition warms up and is dropped
       for (size_t i = 0; i < f->n_prompt.size(); ++i) {
@@ -126,10 +135,12 @@ void register_bench(CLI::App& app) {
         if (np == 0) continue;
         const std::vector<Token> pr(prompt.begin(), prompt.begin() + np);
         session.prefill({pick(rng)});  // different first token: nothing is reused
+        const double c0 = cpu_seconds();
         const auto t0 = std::chrono::steady_clock::now();
         session.prefill(pr);  // returns the last position's logits on the host
-        const double sec = seconds_since(t0);
+        const double sec = seconds_since(t0), cpu = cpu_seconds() - c0;
         if (r > 0) pp[i].push_back(static_cast<double>(np) / sec), ttft[i].push_back(sec);
+        if (r > 0 && i == 0) pp_cpu.push_back(static_cast<double>(np) / cpu);
       }
       if (f->n_gen > 0) {
         session.prefill({pick(rng)});
@@ -137,6 +148,7 @@ void register_bench(CLI::App& app) {
         // back to the host (the only sync per token), fed as the next input.
         Token t = pick(rng);
         const CacheCounts c0 = cache_counts(backend);
+        const double cpu0 = cpu_seconds();
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t i = 0; i < f->n_gen; ++i) {
           const ForwardOutputs o = session.append({t});
@@ -145,9 +157,11 @@ void register_bench(CLI::App& app) {
         }
         if (r > 0) {
           tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
+          tg_cpu.push_back(static_cast<double>(f->n_gen) / (cpu_seconds() - cpu0));
           const CacheCounts c1 = cache_counts(backend);
           tg_cache.hits += c1.hits - c0.hits, tg_cache.misses += c1.misses - c0.misses;
           tg_cache.bytes += c1.bytes - c0.bytes;
+          tg_cache.in_place += c1.in_place - c0.in_place, tg_cache.replacements += c1.replacements - c0.replacements;
         }
       }
     }
@@ -167,7 +181,9 @@ void register_bench(CLI::App& app) {
                           {"decode_tokens_per_second", g.mean},
                           {"decode_stddev", g.stddev},
                           {"decode_ms_per_token", g.mean > 0 ? 1000.0 / g.mean : 0.0},
-                          {"decode_weight_gb_per_second", gbs}};
+                          {"decode_weight_gb_per_second", gbs},
+                          {"prefill_cpu_tokens_per_second", summarize(pp_cpu).mean},
+                          {"decode_cpu_tokens_per_second", summarize(tg_cpu).mean}};
     nlohmann::json per = nlohmann::json::array();
     for (size_t i = 0; i < f->n_prompt.size(); ++i) {
       const Summary a = summarize(pp[i]), t = summarize(ttft[i]);
@@ -192,7 +208,14 @@ void register_bench(CLI::App& app) {
                              {"decode_hit_rate", lookups > 0 ? static_cast<double>(tg_cache.hits) / lookups : 0.0},
                              {"decode_bytes_uploaded_per_token", tokens > 0 ? static_cast<double>(tg_cache.bytes) / tokens : 0.0},
                              {"decode_upload_gb_per_second",
-                              g.mean > 0 && tokens > 0 ? static_cast<double>(tg_cache.bytes) / tokens * g.mean / 1e9 : 0.0}};
+                              g.mean > 0 && tokens > 0 ? static_cast<double>(tg_cache.bytes) / tokens * g.mean / 1e9 : 0.0},
+                             {"decode_replacements", tg_cache.replacements},
+                             // misses read from pinned host memory in place by the kernels
+                             {"decode_bytes_from_host_per_token", tokens > 0 ? static_cast<double>(tg_cache.in_place) / tokens : 0.0},
+                             {"decode_host_read_gb_per_second",
+                              g.mean > 0 && tokens > 0 ? static_cast<double>(tg_cache.in_place) / tokens * g.mean / 1e9 : 0.0},
+                             {"all_bytes_from_host", cc.in_place},
+                             {"all_replacements", cc.replacements}};
     }
     const double read_bw = device_read_bandwidth(backend);
     if (read_bw > 0) {
@@ -228,9 +251,11 @@ void register_bench(CLI::App& app) {
         std::printf("device read bandwidth %.1f GB/s (read kernel): decode at %.1f %% of it\n", read_bw / 1e9,
                     100.0 * gbs * 1e9 / read_bw);
       if (out.contains("expert_cache"))
-        std::printf("expert cache %.1f MiB (%lld experts): decode hit rate %.3f, %.2f MiB uploaded per token\n",
+        std::printf("expert cache %.1f MiB (%lld experts): decode hit rate %.3f, %.2f MiB read from host and %.2f MiB "
+                    "uploaded per token\n",
                     static_cast<double>(cc.capacity) / (1 << 20), static_cast<long long>(cc.slots),
                     out["expert_cache"]["decode_hit_rate"].get<double>(),
+                    out["expert_cache"]["decode_bytes_from_host_per_token"].get<double>() / (1 << 20),
                     out["expert_cache"]["decode_bytes_uploaded_per_token"].get<double>() / (1 << 20));
       if (out.contains("spec"))
         std::printf("spec mtp (draft-max %d%s): %.2f tok/s vs plain %.2f tok/s (x%.2f), %lld of %lld drafts accepted\n",

@@ -28,9 +28,13 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
-                 "many MiB (LRU); 0: all on the device; -1 (default): on the device when the model fits, else a "
-                 "cache of the free memory")
+                 "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
+                 "device when the model fits in --gpu-mem, else a cache of what --gpu-mem leaves")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
+  app.add_option("--gpu-mem", f.gpu_mem,
+                 "--device cuda: device bytes this model may use (weights, KV cache, state, scratch, expert cache); "
+                 "0 (default): what is free")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--checkpoint-every", f.checkpoint_every,
                  "hybrid models: also checkpoint the recurrent state every N tokens, for prefix reuse (0: only "
                  "at the end of each prompt and answer)")
@@ -70,6 +74,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.graphs = !f.no_graphs;
   o.fuse = !f.no_fuse;
   o.expert_cache_mb = f.expert_cache_mb;
+  o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;
   o.max_checkpoints = f.max_checkpoints;
   if (!f.quiet) o.on_progress = [](double x) { progress_bar("loading", x); };

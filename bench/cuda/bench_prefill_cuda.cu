@@ -62,7 +62,7 @@ double median(std::vector<double> v) {
 }
 
 // NMSE of the GEMM for n rows against the f64 reference; every output written (poisoned first).
-json validate(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, int n) {
+json validate(const mv::Context& ctx, gm::Blas& blas, GgmlType t, int64_t rows, int64_t cols, int n) {
   const auto blocks = mt::random_blocks(t, cols, rows, 2000 + static_cast<uint64_t>(t));
   const auto w = mt::dequant_rows(t, blocks.data(), cols, rows);
   const auto x = mt::random_x(n * cols, 91 + n);
@@ -87,9 +87,24 @@ json validate(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, in
     else identical = identical && std::memcmp(first.data(), y.data(), y.size() * 4) == 0;
     worst = std::max(worst, e);
   }
+  json blas_modes = json::object();  // the cuBLAS path (another summation order: nmse only)
+  double blas_worst = 0.0;
+  for (int mode = 1; mode <= 3; ++mode) {
+    ck(cudaMemset(dy.p, 0xff, static_cast<size_t>(n) * rows * 4), "poison");
+    if (!blas.gemm(W, dxh.h(), n, dy.f(), rows, nullptr, false, mode)) {
+      blas_worst = INFINITY;
+      continue;
+    }
+    ck(cudaDeviceSynchronize(), "blas");
+    std::vector<float> y(static_cast<size_t>(n) * rows);
+    ck(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), "y");
+    const double e = mt::nmse(y.data(), ref.data(), y.size());
+    blas_modes[std::to_string(mode)] = e;
+    blas_worst = std::max(blas_worst, e);
+  }
   return {{"type", std::string(df::type_name(t))}, {"rows", rows}, {"cols", cols}, {"n", n},
-          {"nmse_by_tile", codes}, {"worst", worst}, {"tiles_identical", identical},
-          {"pass", worst < 1e-5 && identical}};
+          {"nmse_by_tile", codes}, {"worst", worst}, {"tiles_identical", identical}, {"nmse_blas", blas_modes},
+          {"pass", worst < 1e-5 && identical && blas_worst < 1e-5}};
 }
 
 template <class F>
@@ -115,7 +130,7 @@ double time_ms(F&& f, int reps) {
   return median(ms);
 }
 
-json speed(const mv::PackedWeight& W, int n, bool old_path, int reps) {
+json speed(gm::Blas& blas, const mv::PackedWeight& W, int n, bool old_path, int reps) {
   const GgmlType t = W.type;
   const int64_t rows = W.rows, cols = W.cols;
   const auto x = mt::random_x(static_cast<int64_t>(n) * cols, 5);
@@ -136,6 +151,25 @@ json speed(const mv::PackedWeight& W, int n, bool old_path, int reps) {
   }
   res["tiles"] = tiles;
   res["best_code"] = best_code;
+  json bl = json::object();
+  struct Variant {
+    const char* name;
+    int mode;
+    size_t slab;
+  };
+  for (const Variant& vt : {Variant{"rows", 1, 0}, Variant{"rows32", 1, size_t{32} << 20},
+                            Variant{"rows16", 1, size_t{16} << 20}, Variant{"cols", 2, 0}, Variant{"piped", 3, 0}}) {
+    if (!blas.gemm(W, dxh.h(), n, dy.f(), rows, nullptr, false, vt.mode, vt.slab)) continue;
+    const double ms = time_ms([&] { blas.gemm(W, dxh.h(), n, dy.f(), rows, nullptr, false, vt.mode, vt.slab); }, reps);
+    bl[vt.name] = {{"ms", ms}, {"tflops", flop / (ms * 1e-3) / 1e12}};
+  }
+  {  // what the backend runs: the tuner's pick (tuned by the first call)
+    gm::Tuner tuner;
+    tuner.gemm(W, dxh.h(), n, dy.f(), rows, nullptr, false);
+    const double ms = time_ms([&] { tuner.gemm(W, dxh.h(), n, dy.f(), rows, nullptr, false); }, reps);
+    res["tuner"] = {{"pick", tuner.picked(W, n)}, {"ms", ms}, {"tflops", flop / (ms * 1e-3) / 1e12}};
+  }
+  res["blas"] = bl;
   res["auto_tflops_with_convert"] = flop / ((tiles["0"]["ms"].get<double>() + conv) * 1e-3) / 1e12;
   if (old_path) {  // the previous prefill path: bounded tiles of f32 rows + the tiled f32 kernel
     const int64_t R = std::max<int64_t>(64, std::min<int64_t>(rows, (int64_t{32} << 20) / (cols * 4) / 64 * 64));
@@ -212,7 +246,15 @@ json attention_case(int H, int Hk, int hd, int64_t p0, int64_t n) {
   const double e = nmse_f(download(o1, q.size()), download(o2, q.size()));
   std::printf("attention H %d/%d hd %d rows %lld at %lld: flash %.3f ms (%.1f TFLOP/s), decode kernel %.3f ms, nmse %.2g\n",
               H, Hk, hd, static_cast<long long>(n), static_cast<long long>(p0), t1, flop / (t1 * 1e-3) / 1e12, t2, e);
+  auto flash2 = [&] { df::cuda::launch_flash_prefill_stages(dq.f(), qd, n, Kh, Vh, kvd, pp, a, o2.f(), qd, 2, nullptr); };
+  ck(cudaMemset(o2.p, 0xff, q.size() * 4), "poison");
+  flash2();
+  ck(cudaDeviceSynchronize(), "attention");
+  const double e2 = nmse_f(download(o2, q.size()), download(o1, q.size())), t3 = time_ms(flash2, 5);
+  std::printf("  flash with 2 K/V stages: %.3f ms (%.1f TFLOP/s), nmse vs 1 stage %.2g\n", t3,
+              flop / (t3 * 1e-3) / 1e12, e2);
   return {{"n_head", H}, {"n_head_kv", Hk}, {"head_dim", hd}, {"rows", n}, {"pos0", p0}, {"flash_ms", t1},
+          {"flash2_ms", t3}, {"flash2_tflops", flop / (t3 * 1e-3) / 1e12}, {"nmse_flash2_vs_flash", e2},
           {"flash_tflops", flop / (t1 * 1e-3) / 1e12}, {"decode_kernel_ms", t2}, {"nmse_flash_vs_decode", e}};
 }
 
@@ -252,12 +294,27 @@ json delta_case(int Hk, int Hv, int d, int64_t n) {
   df::cuda::launch_gated_delta_rule_chunked(a1, nullptr);
   df::cuda::launch_gated_delta_rule(a2, nullptr);
   ck(cudaDeviceSynchronize(), "delta rule");
-  const double eo = nmse_f(download(o1, v.size()), download(o2, v.size()));
-  const double es = nmse_f(download(s1, st.size()), download(s2, st.size()));
-  std::printf("delta rule Hk %d Hv %d d %d n %lld: chunked %.3f ms, token kernel %.3f ms (x%.1f), nmse out %.2g state %.2g\n",
-              Hk, Hv, d, static_cast<long long>(n), t1, t2, t2 / t1, eo, es);
+  const std::vector<float> ref_out = download(o1, v.size()), ref_state = download(s1, st.size());
+  const double eo = nmse_f(download(o2, v.size()), ref_out);
+  const double es = nmse_f(download(s2, st.size()), ref_state);
+  std::printf("delta rule Hk %d Hv %d d %d n %lld: chunked %.3f ms, token kernel (%d lanes a row) %.3f ms (x%.1f), "
+              "nmse out %.2g state %.2g\n",
+              Hk, Hv, d, static_cast<long long>(n), t1, df::cuda::delta_rule_default_lanes(d), t2, t2 / t1, eo, es);
+  json lanes = json::object();  // every lanes-per-row variant of the token kernel vs the chunked one
+  bool pass = eo < 1e-8 && es < 1e-8;
+  for (int g : {32, 16, 8, 4}) {
+    upload(s2, st);
+    ck(cudaMemset(o2.p, 0xff, v.size() * 4), "poison");
+    if (!df::cuda::launch_gated_delta_rule_lanes(a2, g, nullptr)) continue;
+    ck(cudaDeviceSynchronize(), "delta rule");
+    const double vo = nmse_f(download(o2, v.size()), ref_out), vs = nmse_f(download(s2, st.size()), ref_state);
+    const double ms = time_ms([&] { df::cuda::launch_gated_delta_rule_lanes(a2, g, nullptr); }, 3);
+    std::printf("  token kernel %2d lanes a row: %.3f ms, nmse out %.2g state %.2g\n", g, ms, vo, vs);
+    lanes[std::to_string(g)] = {{"ms", ms}, {"nmse_out", vo}, {"nmse_state", vs}};
+    pass = pass && vo < 1e-8 && vs < 1e-8;
+  }
   return {{"n_k_heads", Hk}, {"n_v_heads", Hv}, {"d", d}, {"n", n}, {"chunked_ms", t1}, {"token_ms", t2},
-          {"nmse_out", eo}, {"nmse_state", es}, {"pass", eo < 1e-8 && es < 1e-8}};
+          {"token_lanes", lanes}, {"nmse_out", eo}, {"nmse_state", es}, {"pass", pass}};
 }
 
 }  // namespace
@@ -265,19 +322,23 @@ json delta_case(int Hk, int Hv, int d, int64_t n) {
 int main(int argc, char** argv) {
   CLI::App app("GPU prefill workbench");
   std::string out_path = "prefill_cuda.json", formats_arg;
-  bool quick = false;
+  bool quick = false, gemm_only = false;
+  std::vector<int> ns = {512, 4096};
   app.add_option("--out", out_path, "JSON output");
+  app.add_flag("--gemm-only", gemm_only, "GEMM validation and speed only (no attention / delta rule)");
+  app.add_option("--ns", ns, "rows of x for the speed part (comma-separated)")->delimiter(',');
   app.add_flag("--quick", quick, "fewer shapes");
   app.add_option("--formats", formats_arg, "comma-separated formats for the speed part (default: the main ones)");
   CLI11_PARSE(app, argc, argv);
   try {
     mv::Context ctx;
+    gm::Blas blas;
     json j;
     json val = json::array();
     int fails = 0;
     for (GgmlType t : mt::all_weight_types())
       for (int n : {40, 300}) {
-        json v = validate(ctx, t, 192, 512, n);
+        json v = validate(ctx, blas, t, 192, 512, n);
         if (!v["pass"].get<bool>()) ++fails;
         std::printf("validate %-8s n=%3d worst nmse %.3g %s\n", std::string(df::type_name(t)).c_str(), n, v["worst"].get<double>(),
                     v["pass"].get<bool>() ? "ok" : "FAIL");
@@ -285,8 +346,9 @@ int main(int argc, char** argv) {
       }
     j["validation"] = val;
     json ops = json::array();
+    if (!gemm_only) {
     for (auto [Hk, Hv, d, n] : std::vector<std::tuple<int, int, int, int64_t>>{
-             {16, 48, 128, 512}, {16, 48, 128, 4096}, {2, 4, 64, 1000}, {1, 2, 32, 100}}) {
+             {16, 48, 128, 1}, {16, 48, 128, 512}, {16, 48, 128, 4096}, {2, 4, 64, 1000}, {1, 2, 32, 100}}) {
       json r = delta_case(Hk, Hv, d, n);
       if (!r["pass"].get<bool>()) ++fails;
       ops.push_back(r);
@@ -295,8 +357,9 @@ int main(int argc, char** argv) {
              {32, 8, 128, 0, 512}, {32, 8, 128, 7680, 512}, {24, 4, 256, 0, 512}, {24, 4, 256, 7680, 512},
              {16, 8, 64, 100, 333}}) {
       json r = attention_case(H, Hk, hd, p0, n);
-      if (!(r["nmse_flash_vs_decode"].get<double>() < 1e-5)) ++fails;
+      if (!(r["nmse_flash_vs_decode"].get<double>() < 1e-5) || !(r["nmse_flash2_vs_flash"].get<double>() < 1e-5)) ++fails;
       ops.push_back(r);
+    }
     }
     j["ops"] = ops;
     std::vector<GgmlType> fmts = {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
@@ -314,9 +377,11 @@ int main(int argc, char** argv) {
         p = e + 1;
       }
     }
-    // rows x cols = outputs x inputs: qwen3 4B (q, kv, gate/up, down) and qwen35 27B (ffn).
-    std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 2560}, {1024, 2560}, {9728, 2560}, {2560, 9728},
-                                                       {17408, 5120}, {5120, 17408}};
+    // rows x cols = outputs x inputs: qwen3 4B (q, kv, gate/up, down, o) and qwen35 27B (ffn
+    // gate/up, down; linear attention qkv, z, out; full attention q+gate).
+    std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 2560},  {1024, 2560},  {9728, 2560}, {2560, 9728},
+                                                       {2560, 4096},  {17408, 5120}, {5120, 17408}, {10240, 5120},
+                                                       {6144, 5120},  {5120, 6144},  {12288, 5120}};
     if (quick) shapes = {{9728, 2560}, {17408, 5120}};
     json sp = json::array();
     const std::vector<std::pair<int64_t, int64_t>> few = {{9728, 2560}, {17408, 5120}};
@@ -324,12 +389,18 @@ int main(int argc, char** argv) {
       for (auto [rows, cols] : (t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || quick) ? shapes : few) {
         const auto blocks = mt::random_blocks(t, cols, rows, 3000 + static_cast<uint64_t>(t));
         const mv::PackedWeight W = mv::pack_weight(ctx, t, cols, rows, blocks.data());
-        for (int n : {512, 4096}) {
-          json r = speed(W, n, n == 512 && (t == GgmlType::Q8_0 || t == GgmlType::Q4_0), 10);
-          std::printf("speed %-6s %6lld x %6lld n=%5d  auto %.3f ms %6.1f TFLOP/s (best tile %d)  convert %.3f ms%s\n",
+        for (int n : ns) {
+          json r = speed(blas, W, n, n == 512 && !gemm_only && (t == GgmlType::Q8_0 || t == GgmlType::Q4_0), 10);
+          auto blas_tf = [&](const char* mode) {
+            return r["blas"].contains(mode) ? r["blas"][mode]["tflops"].get<double>() : 0.0;
+          };
+          std::printf("speed %-6s %6lld x %6lld n=%5d  tile %6.1f (best %d %6.1f) blas rows %6.1f r32 %6.1f r16 %6.1f "
+                      "cols %6.1f piped %6.1f | tuner pick %d %6.1f TFLOP/s %.3f ms%s\n",
                       std::string(df::type_name(t)).c_str(), static_cast<long long>(rows), static_cast<long long>(cols), n,
-                      r["tiles"]["0"]["ms"].get<double>(), r["tiles"]["0"]["tflops"].get<double>(),
-                      r["best_code"].get<int>(), r["convert_ms"].get<double>(),
+                      r["tiles"]["0"]["tflops"].get<double>(), r["best_code"].get<int>(),
+                      r["tiles"][std::to_string(r["best_code"].get<int>())]["tflops"].get<double>(), blas_tf("rows"),
+                      blas_tf("rows32"), blas_tf("rows16"), blas_tf("cols"), blas_tf("piped"),
+                      r["tuner"]["pick"].get<int>(), r["tuner"]["tflops"].get<double>(), r["tuner"]["ms"].get<double>(),
                       r.contains("f32_path_tflops")
                           ? (" | old f32 path " + std::to_string(r["f32_path_tflops"].get<double>()) + " TFLOP/s").c_str()
                           : "");

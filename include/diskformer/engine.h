@@ -37,6 +37,7 @@ struct EngineOptions {
   bool graphs = true;          // replay repeated decode steps as device graphs (CUDA)
   bool fuse = true;            // fused ops (norm into matvecs, ...) in fewer launches (CUDA)
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
+  int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV
   // cache to any position and keep none). A session keeps one at the end of each prompt and
   // of each generation, and one every `checkpoint_every` tokens (0: none), at most

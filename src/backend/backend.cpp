@@ -69,6 +69,13 @@ void Backend::norm_swiglu(const Tensor& x, const Tensor& norm, float eps, const 
   swiglu(gate, up, gate);
 }
 
+void Backend::matmul_id_swiglu(const Tensor& Wg, const Tensor& Wu, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                               const Tensor& gate, const Tensor& up) {
+  matmul_id(Wu, n_expert, x, ids, up);
+  matmul_id(Wg, n_expert, x, ids, gate);
+  swiglu(gate, up, gate);
+}
+
 void Backend::matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp, const Tensor& acc) {
   matmul(W, x, tmp);
   add(acc, tmp);

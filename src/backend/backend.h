@@ -248,6 +248,11 @@ class Backend {
   // result equals the dense matmul of that expert and row.
   virtual void matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids,
                          const Tensor& y) = 0;
+  // Fused (as the fused ops above): matmul_id(Wu, n_expert, x, ids, up); matmul_id(Wg, n_expert,
+  // x, ids, gate); swiglu(gate, up, gate): gate [n * k, m] = silu(Wg[e] . x) * (Wu[e] . x) per slot
+  // (up [n * k, m]: scratch).
+  virtual void matmul_id_swiglu(const Tensor& Wg, const Tensor& Wu, int64_t n_expert, const Tensor& x,
+                                const Tensor& ids, const Tensor& gate, const Tensor& up);
   // out[r] = sum_j weights[r][j] * experts[r * k + j] (added in slot order, as ggml's chain of
   // adds) [+ shared[r] * gate[r][0]]: experts [n * k, d], weights [n, k], out [n, d]; shared
   // [n, d] and gate [n, 1] (the shared expert and its sigmoid gate) are optional (data null).

@@ -85,31 +85,31 @@ MoeScratch make_moe_scratch(const MoeShape& s, const std::function<Tensor(int64_
   return t;
 }
 
-void moe_ffn(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& xn,
-             const Tensor& out) {
+void moe_ffn_residual(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& x,
+                      const Tensor& norm, float eps, const Tensor& xn, const Tensor& out) {
   const int64_t n = xn.rows, k = s.n_used;
   if (n > t.logits.rows) throw Error("moe_ffn: more rows than the scratch holds");
+  const bool shared = s.n_ff_shexp > 0;
   const Tensor logits = t.logits.slice_rows(0, n), ids = t.ids.slice_rows(0, n), w = t.weights.slice_rows(0, n);
   const Tensor gate = t.gate.slice_rows(0, n * k), up = t.up.slice_rows(0, n * k), down = t.down.slice_rows(0, n * k);
-  b.matmul(f.router, xn, logits);                              // logits [n, E]
+  const Tensor g = shared ? t.sh_g.slice_rows(0, n) : Tensor{};
+  b.rms_norm(x, norm, eps, xn);                                // xn [n, dim]: the experts' input
+  // The router and the shared expert's gate over rms_norm(x) (a fused backend norms x in the
+  // launch; the default writes the same xn again): logits [n, E], g = sigmoid(gate_inp . xn) [n, 1].
+  const Projection proj[2] = {{f.router, logits}, {f.shexp_gate_inp, g, Epilogue::SIGMOID}};
+  b.norm_matmuls(x, norm, eps, xn, std::span<const Projection>(proj, shared ? 2 : 1));
   b.moe_route(logits, s.norm_weights, s.weights_scale, ids, w);  // ids, w [n, k]
-  b.matmul_id(f.up_exps, s.n_expert, xn, ids, up);             // up [n * k, n_ff_exp]
-  b.matmul_id(f.gate_exps, s.n_expert, xn, ids, gate);         // gate [n * k, n_ff_exp]
-  b.swiglu(gate, up, gate);
+  b.matmul_id_swiglu(f.gate_exps, f.up_exps, s.n_expert, xn, ids, gate, up);  // gate [n * k, n_ff_exp]
   b.matmul_id(f.down_exps, s.n_expert, gate, ids, down);       // down [n * k, dim]
-  if (s.n_ff_shexp == 0) {
+  if (!shared) {
     b.moe_combine(down, w, Tensor{}, Tensor{}, out);
-    return;
+  } else {
+    const Tensor sg = t.sh_gate.slice_rows(0, n), su = t.sh_up.slice_rows(0, n), so = t.sh_out.slice_rows(0, n);
+    b.norm_swiglu(x, norm, eps, xn, f.shexp_gate, f.shexp_up, sg, su);  // sg [n, n_ff_shexp]
+    b.matmul(f.shexp_down, sg, so);                            // so [n, dim]
+    b.moe_combine(down, w, so, g, out);                        // out [n, dim]
   }
-  const Tensor sg = t.sh_gate.slice_rows(0, n), su = t.sh_up.slice_rows(0, n);
-  const Tensor so = t.sh_out.slice_rows(0, n), g = t.sh_g.slice_rows(0, n);
-  b.matmul(f.shexp_up, xn, su);                                // su [n, n_ff_shexp]
-  b.matmul(f.shexp_gate, xn, sg);                              // sg [n, n_ff_shexp]
-  b.swiglu(sg, su, sg);
-  b.matmul(f.shexp_down, sg, so);                              // so [n, dim]
-  b.matmul(f.shexp_gate_inp, xn, g);                           // g [n, 1]
-  b.unary(UnaryOp::SIGMOID, g, g);
-  b.moe_combine(down, w, so, g, out);                          // out [n, dim]
+  b.add(x, out);
 }
 
 uint64_t moe_weight_bytes(const MoeFfn& f) {

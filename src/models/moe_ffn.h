@@ -60,9 +60,10 @@ MoeFfn load_moe_ffn(WeightLoader& w, const std::string& prefix, const MoeShape& 
 // The scratch from `make(cols, type)`, which returns a dense [B, cols] tensor (B rows: the
 // most rows one call takes); the per-slot tensors are [B, k * cols] seen as [B * k, cols].
 MoeScratch make_moe_scratch(const MoeShape& s, const std::function<Tensor(int64_t cols, GgmlType type)>& make);
-// out [n, dim] = MoE(xn [n, dim]); out must not alias xn.
-void moe_ffn(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& xn,
-             const Tensor& out);
+// x [n, dim] += MoE(rms_norm(x, norm)): xn [n, dim] receives rms_norm(x, norm) (the experts'
+// input), out [n, dim] the MoE output (scratch).
+void moe_ffn_residual(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& x,
+                      const Tensor& norm, float eps, const Tensor& xn, const Tensor& out);
 // Weight bytes of the block, and those one token reads: router, n_used experts, the shared expert.
 uint64_t moe_weight_bytes(const MoeFfn& f);
 uint64_t moe_bytes_per_token(const MoeShape& s, const MoeFfn& f);

@@ -18,8 +18,8 @@
 // (moe_ffn.h): a softmax router over the experts, the top expert_used_count experts per token
 // with their weights renormalised to 1, each a SwiGLU of expert_feed_forward_length, plus a
 // shared SwiGLU expert scaled by sigmoid(ffn_gate_inp_shexp . x); its MTP layers carry the
-// same MoE FFN. Its forward runs eagerly (no recorded graphs: a device backend's matmul_id
-// reads the routed ids on the host).
+// same MoE FFN. A decode step of either records into a graph (a device backend's matmul_id of
+// up to 8 rows reads the routed ids on the device).
 // The DeltaNet mixer lives in qwen35_deltanet.cpp.
 // References read: llama.cpp src/models/qwen35.cpp, qwen35moe.cpp, llama-graph.cpp
 // (build_moe_ffn), delta-net-base.cpp, conversion/qwen.py.
@@ -122,9 +122,7 @@ class Qwen35 final : public Model {
           blocks::attention_residual(b, L.attn, shape_, s_.attn, in, caches, x, L.attn_norm, xn);
         }
         if (hp_.moe) {
-          b.rms_norm(x, L.post_norm, m.rms_eps, xn);
-          moe_ffn(b, hp_.moe_shape, L.moe, s_.moe, xn, ffn);  // ffn [n, dim]
-          b.add(x, ffn);
+          moe_ffn_residual(b, hp_.moe_shape, L.moe, s_.moe, x, L.post_norm, m.rms_eps, xn, ffn);
         } else {
           blocks::swiglu_ffn_residual(b, L.ffn, x, L.post_norm, m.rms_eps, xn, s_.ffn_gate.slice_rows(0, n),
                                       s_.ffn_up.slice_rows(0, n));
@@ -132,8 +130,8 @@ class Qwen35 final : public Model {
       }
       return blocks::output_head(b, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
     };
-    // One sequence: a repeated decode shape replays as a recorded graph (dense models).
-    const bool graphs = !hp_.moe && st.size() == 1 && st[0]->use_graphs();
+    // One sequence: a repeated decode shape replays as a recorded graph.
+    const bool graphs = st.size() == 1 && st[0]->use_graphs();
     const ForwardOutputs out = graphs ? st[0]->graphs.run(b, ws_, in, opt, ops) : ops();
     for (size_t i = 0; i < st.size(); ++i) st[i]->end(in.segments[i].pos0, in.segments[i].n, opt.snapshots);
     return out;

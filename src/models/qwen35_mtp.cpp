@@ -116,10 +116,8 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
     KvCache* caches[1] = {&st->cache};
     blocks::attention_residual(b_, block_.attn, shape_, attn_, in, caches, x, block_.attn_norm, xn);
     if (hp_.moe) {
-      b_.rms_norm(x, block_.post_norm, m.rms_eps, xn);
-      const Tensor ffn = ffn_out_.slice_rows(0, n);
-      moe_ffn(b_, hp_.moe_shape, block_.moe, moe_, xn, ffn);       // ffn [n, dim]
-      b_.add(x, ffn);
+      moe_ffn_residual(b_, hp_.moe_shape, block_.moe, moe_, x, block_.post_norm, m.rms_eps, xn,
+                       ffn_out_.slice_rows(0, n));                 // x += MoE(post_norm(x))
     } else {
       blocks::swiglu_ffn_residual(b_, block_.ffn, x, block_.post_norm, m.rms_eps, xn, gate_.slice_rows(0, n),
                                   up_.slice_rows(0, n));
@@ -127,10 +125,10 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
     return blocks::output_head(b_, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
   };
   // A repeated head step (the draft chain's one-row steps, catch-up rows of one length)
-  // replays as a recorded graph; hidden_prev's address is baked into it. A MoE head runs
-  // eagerly, as the qwen35moe trunk does (no graphs there yet).
+  // replays as a recorded graph; hidden_prev's address is baked into it (a MoE head too: its
+  // matmul_id reads the routed ids on the device).
   const int64_t hkey[2] = {reinterpret_cast<int64_t>(hidden_prev.data), static_cast<int64_t>(hidden_prev.stride)};
-  const ForwardOutputs out = st->use_graphs() && !hp_.moe ? st->graphs.run(b_, ws_, in, opt, ops, hkey) : ops();
+  const ForwardOutputs out = st->use_graphs() ? st->graphs.run(b_, ws_, in, opt, ops, hkey) : ops();
   st->last_pos0 = in.segments[0].pos0;
   st->last_n = n;
   st->pos = st->last_pos0 + n;

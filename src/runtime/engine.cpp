@@ -51,6 +51,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cpu = opt.cpu;
   bo.cuda_fuse = opt.fuse;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;
+  bo.cuda_gpu_mem_bytes = opt.gpu_mem_bytes;
   e->backend_ = make_backend(bo);
   e->model_ = load_model(*e->file_, *e->backend_, e->head_file_.get());
   if (e->model_->info().n_vocab < e->tokenizer_->n_vocab())

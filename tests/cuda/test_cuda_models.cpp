@@ -171,12 +171,17 @@ TEST_P(CudaModels, LogitsAtEveryPositionAndGreedy) {
   // MoE models: a prefill call of more than 16 rows runs the f16 tensor-core GEMM (router
   // included), whose rounding flips the router's top-k at a few positions (on the H200:
   // qwen35moe_f32 3 of 150 positions, worst NMSE 0.039; qwen35moe_q4_k 7 of 150, 0.0027): those
-  // checks are printed, not held, and the first 40 positions in chunks of 5 + 35 (no GEMM) are.
+  // checks are printed, not held, and the first 40 positions in chunks of at most 16 rows
+  // (matvec and the f32 tile path: no f16 GEMM) are. The 35-row call is a GEMM too (on the
+  // H200, qwen35moe_small_q8_0 flipped at one position of 40 after the delta rule's token
+  // kernel changed its summation order, NMSE 0.0035): printed.
   const bool moe = c.name.rfind("qwen35moe", 0) == 0;
   const double big_chunk_budget = moe ? -1.0 : 1e-4;
   if (moe) {
-    const auto small_chunks = logits_by_chunks(*gpu_m.model, head, {5, 35});
-    expect_logits_close(first(ref), small_chunks, V, 1e-4, c.name + " prefill 5+35 vs exact");
+    const auto small_chunks = logits_by_chunks(*gpu_m.model, head, {5, 16, 16, 3});
+    expect_logits_close(first(ref), small_chunks, V, 1e-4, c.name + " prefill 5+16+16+3 vs exact");
+    expect_logits_close(first(ref), logits_by_chunks(*gpu_m.model, head, {5, 35}), V, -1.0,
+                        c.name + " prefill 5+35 vs exact");
   }
   const auto prefilled = logits_by_chunks(*gpu_m.model, tokens, {5, 35, 110});
   expect_logits_close(ref, prefilled, V, big_chunk_budget, c.name + " prefill 5+35+110 vs exact");
@@ -247,18 +252,18 @@ INSTANTIATE_TEST_SUITE_P(
                   -1}),
     [](const auto& info) { return info.param.name; });
 
-// Routed experts streamed through a device cache smaller than them (pinned host copies, LRU
-// slots, uploads on the cache's stream) give the bits of the all-resident run: prefill in
-// chunks (more experts per call than the cache holds) and decode.
+// Routed experts streamed through a device cache smaller than them (pinned host copies read
+// in place on a miss, a placement by use counts) give the bits of the all-resident run:
+// prefill in chunks (more experts per call than the cache holds) and decode (graphs).
 TEST(CudaExpertCache, SmallCacheGivesTheResidentBits) {
   DF_REQUIRE_GPU();
   const std::string path = make_model("moe_cache", "--arch qwen35moe --layers 3 --dim 256 --ff 512 --heads 4 --kv-heads 2 "
                                                    "--head-dim 64 --experts 16 --experts-used 4 --expert-ff 256 "
                                                    "--shexp-ff 256 --type q4_k");
   cuda::CudaOptions o;
-  // 40 of the 144 experts (9 stacks of 16, 36 KiB each): a decode step's 36 lookups cycle
-  // through more than it holds, so experts are evicted and re-uploaded, and an expert routed
-  // to again within ~10 stacks' time is a hit.
+  // 40 of the 144 experts (9 stacks of 16, 36 KiB each): most lookups miss and read the
+  // expert from host memory; the placement starts with experts 0..4 of each stack and moves
+  // towards the most used ones.
   o.expert_cache_bytes = 40 * 36864;
   cuda::CudaBackend small(o);
   Loaded resident = load(path, *gpu());
@@ -271,14 +276,18 @@ TEST(CudaExpertCache, SmallCacheGivesTheResidentBits) {
   const std::vector<int64_t> ones(T, 1);
   EXPECT_EQ(logits_by_chunks(*resident.model, tokens, ones), logits_by_chunks(*streamed.model, tokens, ones));
   const cuda::ExpertCacheStats s = small.expert_cache_stats();
-  std::printf("expert cache: %lld slots, %llu of %llu bytes, hits %llu, misses %llu, %llu bytes uploaded\n",
+  std::printf("expert cache: %lld slots, %llu of %llu bytes, hits %llu, misses %llu, %llu bytes read in place, "
+              "%llu replacements, %llu bytes uploaded\n",
               static_cast<long long>(s.slots), static_cast<unsigned long long>(s.capacity_bytes),
               static_cast<unsigned long long>(s.host_bytes), static_cast<unsigned long long>(s.hits),
-              static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.bytes_uploaded));
+              static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.bytes_in_place),
+              static_cast<unsigned long long>(s.replacements), static_cast<unsigned long long>(s.bytes_uploaded));
   EXPECT_EQ(s.slots, 40);
   EXPECT_EQ(s.host_bytes, 144u * 36864u);
-  EXPECT_GT(s.misses, 144u);  // every expert at least once, and re-uploads after evictions
+  EXPECT_GT(s.misses, 144u);
   EXPECT_GT(s.hits, 0u);
+  EXPECT_EQ(s.bytes_in_place, s.misses * 36864u);
+  EXPECT_GE(s.replacements, 40u);  // the first placement fills every slot
 }
 
 // -log softmax(row)[target], in double (cmd_perplexity's formula).

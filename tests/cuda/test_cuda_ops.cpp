@@ -294,7 +294,8 @@ TEST(CudaOps, GatedDeltaRuleLong) {
 
 // The chunk-parallel kernel (not dispatched: slower than the token kernel on the H200, see
 // cuda_backend.cu) against the token kernel on the same inputs: one chunk, several, ending
-// mid-chunk, head sizes 32..128. Budget 1e-8: the same f32 terms summed in another order.
+// mid-chunk, head sizes 32..128; then every lanes-per-row variant of the token kernel against
+// the chunked one. Budget 1e-8: the same f32 terms summed in another order.
 TEST(CudaOps, GatedDeltaRuleChunkedKernel) {
   DF_REQUIRE_GPU();
   struct Case { int64_t d, Hk, Hv, n; };
@@ -332,6 +333,18 @@ TEST(CudaOps, GatedDeltaRuleChunkedKernel) {
     const std::string what = "chunked d=" + std::to_string(c.d) + " n=" + std::to_string(c.n);
     EXPECT_LE(nerr(get_f32(b, out2.t), get_f32(b, out1.t)), 1e-8) << what << ": outputs";
     EXPECT_LE(nerr(get_f32(b, st2.t), get_f32(b, st1.t)), 1e-8) << what << ": state";
+    for (int lanes : {32, 16, 8, 4}) {  // every lanes-per-row variant of the token kernel
+      auto st3 = put_f32(b, st0, c.d);
+      auto out3 = put_f32(b, std::vector<float>(c.n * vd, NAN), vd);
+      b.synchronize();
+      cuda::DeltaRuleArgs a3 = a;
+      a3.state = static_cast<float*>(st3.t.data), a3.out = static_cast<float*>(out3.t.data);
+      if (!cuda::launch_gated_delta_rule_lanes(a3, lanes, nullptr)) continue;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::string w3 = what + " token kernel, " + std::to_string(lanes) + " lanes a row";
+      EXPECT_LE(nerr(get_f32(b, out3.t), get_f32(b, out1.t)), 1e-8) << w3 << ": outputs";
+      EXPECT_LE(nerr(get_f32(b, st3.t), get_f32(b, st1.t)), 1e-8) << w3 << ": state";
+    }
   }
 }
 
@@ -490,6 +503,55 @@ TEST(CudaOps, MoeDecodeShape) {
   const cuda::ExpertCacheStats st = small.expert_cache_stats();
   EXPECT_EQ(st.slots, 12);
   EXPECT_GT(st.misses, 0u);
+  EXPECT_EQ(st.bytes_in_place, st.misses * (row_bytes(GgmlType::Q4_K, cols) * m));  // misses read in place
+}
+
+// The fused gate/up product of the routed experts (one launch over the slots, SwiGLU in its
+// epilogue) gives the bits of matmul_id twice and swiglu, resident and streamed; decode-sized
+// calls read the routed ids on the device (no download).
+TEST(CudaOps, MoeSwigluFusedIsTheUnfusedBits) {
+  DF_REQUIRE_GPU();
+  const int64_t E = 64, k = 8, cols = 1024, m = 128;
+  const size_t rb = row_bytes(GgmlType::Q4_K, cols);
+  std::vector<uint8_t> gq(rb * static_cast<size_t>(E * m)), uq(gq.size());
+  const auto gf = randn(static_cast<size_t>(E * m * cols), 191, 0.1f), uf = randn(gf.size(), 192, 0.1f);
+  for (int64_t r = 0; r < E * m; ++r) {
+    cpu::quantize_row_ref(GgmlType::Q4_K, gf.data() + r * cols, gq.data() + rb * r, cols);
+    cpu::quantize_row_ref(GgmlType::Q4_K, uf.data() + r * cols, uq.data() + rb * r, cols);
+  }
+  cuda::CudaOptions o;
+  o.expert_cache_bytes = 40 * (rb * m + 256);  // 40 of the 128 experts
+  cuda::CudaBackend small(o);
+  for (int64_t n : {1, 3}) {
+    const auto logits = randn(static_cast<size_t>(n * E), 193 + n, 2.0f);
+    const auto xs = randn(static_cast<size_t>(n * cols), 196 + n);
+    auto run = [&](Backend& b, bool fused) -> std::vector<float> {
+      const Tensor G = b.weight_stack(GgmlType::Q4_K, cols, m, E, gq.data());
+      const Tensor U = b.weight_stack(GgmlType::Q4_K, cols, m, E, uq.data());
+      auto l = put_f32(b, logits, E);
+      auto ids = put(b, GgmlType::I32, k, n, nullptr);
+      auto w = put_f32(b, std::vector<float>(static_cast<size_t>(n * k)), k);
+      b.moe_route(l.t, true, 0.0f, ids.t, w.t);
+      auto x = put_f32(b, xs, cols);
+      auto gate = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * m), NAN), m);
+      auto up = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * m), NAN), m);
+      if (fused) {
+        b.matmul_id_swiglu(G, U, E, x.t, ids.t, gate.t, up.t);
+      } else {
+        b.matmul_id(U, E, x.t, ids.t, up.t);
+        b.matmul_id(G, E, x.t, ids.t, gate.t);
+        b.swiglu(gate.t, up.t, gate.t);
+      }
+      return get_f32(b, gate.t);
+    };
+    const uint64_t d0 = gpu()->routed_id_downloads();
+    const auto unfused = run(*gpu(), false), fused = run(*gpu(), true);
+    EXPECT_EQ(gpu()->routed_id_downloads(), d0) << "n=" << n;
+    EXPECT_EQ(unfused, fused) << "resident, n=" << n;
+    EXPECT_EQ(fused, run(small, true)) << "streamed, n=" << n;
+    // two chained quantized products (gate and up through SwiGLU): the fused-op tests' budget
+    EXPECT_LE(nerr(run(cpu_ref(), false), fused), 5e-4) << "vs the CPU, n=" << n;
+  }
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ TEST(KernelsBatch, RowInATileEqualsRowAlone) {
   for (GgmlType t : weight_types())
     for (int64_t k : {512, 544, 768}) {
       if (k % df::type_info(t).block_elems) continue;
-      const int64_t rows = 13, n_act = 8;
+      const int64_t rows = 13, n_act = 19;  // several column tiles of the packed GEMMs, a partial one
       const auto W = weight_rows(t, rows, k, ++seed);
       const size_t w_stride = df::row_bytes(t, k), a_stride = df::cpu::act_row_bytes(t, k);
       std::mt19937 rng(++seed);

@@ -113,17 +113,24 @@ TEST(KernelsQuant, RoundTripWithinRoundingError) {
 TEST(KernelsQuant, ActivationQuantisersBitExactAcrossIsas) {
   std::mt19937 rng(2);
   const auto& ref = df::cpu::kernels(Isa::SCALAR);
-  for (GgmlType t : df::test::kKernelTypes) {
+  std::vector<GgmlType> types(std::begin(df::test::kKernelTypes), std::end(df::test::kKernelTypes));
+  types.push_back(GgmlType::Q4_K);  // Q8_K activations
+  for (GgmlType t : types) {
     const int64_t be = df::type_info(t).block_elems;
-    for (int64_t n : {1, 3, 8, 15, 16, 17, 31, 32, 33, 64, 96, 100, 1024, 4096 + 32}) {
+    for (int64_t n : {1, 3, 8, 15, 16, 17, 31, 32, 33, 64, 96, 100, 256, 1024, 4096 + 32, 4096}) {
       if (n % be) continue;
-      for (int variant = 0; variant < 5; ++variant) {
+      // variant 5 (Q8_K rows): NaNs are skipped by the max, the first of equal |max| wins
+      const bool q8k = df::cpu::vec_dot_type(t) == GgmlType::Q8_K;
+      for (int variant = 0; variant < (q8k ? 6 : 5); ++variant) {
         std::vector<float> x = df::test::gaussian(rng, n);
         for (int64_t i = 0; i < n; ++i) {
           if (variant == 1) x[i] = std::round(x[i] * 8.0f) / 2.0f;  // many ties
           if (variant == 2 && i % 32 < 16) x[i] = 0.0f;            // zero half blocks
           if (variant == 3) x[i] *= 1e30f;
           if (variant == 4) x[i] *= 1e-39f;  // subnormal f32
+          if (variant == 5 && i % 97 == 3) x[i] = std::nanf("");
+          if (variant == 5 && i % 256 == 40) x[i] = 9.0f;
+          if (variant == 5 && i % 256 == 20) x[i] = -9.0f;
         }
         const size_t bytes = df::cpu::act_row_bytes(t, n);
         std::vector<uint8_t> want(bytes + 8, 0xcd);

@@ -23,7 +23,8 @@
 //              sequences into one batch; the per-sequence maths is the same).
 //   bench      -m MODEL [-p 512] [-n 128] [-r 5]
 //              pp: one batch of p tokens (n_batch = n_ubatch = p); tg: n tokens one at a
-//              time from an empty cache; like llama-bench's ppP / tgN. JSON on stdout.
+//              time from an empty cache; like llama-bench's ppP / tgN. JSON on stdout
+//              (pp_cpu / tg_cpu: the same per process CPU second).
 //   quantize   -m IN.gguf -o OUT.gguf --type NAME [--imatrix-uniform] [--pure]
 //              llama_model_quantize; --imatrix-uniform passes an all-ones importance
 //              matrix for every 2-D+ tensor (needed by IQ1/IQ2 types).
@@ -36,6 +37,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -451,37 +453,51 @@ int cmd_bench(const Common& c, BenchArgs a) {
     return t;
   };
   using clock = std::chrono::steady_clock;
+  // process CPU seconds of the last run (all threads; on a shared machine the wall clock
+  // includes the time other processes ran)
+  double cpu_s = 0;
+  auto cpu_now = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
   auto run_pp = [&]() {
     auto toks = random_tokens(a.p);
     llama_memory_clear(llama_get_memory(ctx.p), true);
+    const double c0 = cpu_now();
     auto t0 = clock::now();
     decode(ctx.p, toks.data(), a.p, 0, [&](int i) { return i == a.p - 1; });
     llama_synchronize(ctx.p);
+    cpu_s = cpu_now() - c0;
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
   auto run_tg = [&]() {
     auto toks = random_tokens(a.n);
     llama_memory_clear(llama_get_memory(ctx.p), true);
+    const double c0 = cpu_now();
     auto t0 = clock::now();
     for (int i = 0; i < a.n; ++i) {
       decode(ctx.p, &toks[static_cast<size_t>(i)], 1, i, [](int) { return true; });
       llama_synchronize(ctx.p);
     }
+    cpu_s = cpu_now() - c0;
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
   json out{{"model", c.model}, {"threads", c.threads}, {"n_params", llama_model_n_params(model.p)},
            {"model_size", llama_model_size(model.p)}};
   if (a.p > 0) {
     run_pp();  // warm-up
-    std::vector<double> ts;
-    for (int r = 0; r < a.reps; ++r) ts.push_back(a.p / run_pp());
+    std::vector<double> ts, cs;
+    for (int r = 0; r < a.reps; ++r) ts.push_back(a.p / run_pp()), cs.push_back(a.p / cpu_s);
     out["pp"] = stats(ts, a.p);
+    out["pp_cpu"] = stats(cs, a.p);  // tokens per process CPU second
   }
   if (a.n > 0) {
     run_tg();  // warm-up
-    std::vector<double> ts;
-    for (int r = 0; r < a.reps; ++r) ts.push_back(a.n / run_tg());
+    std::vector<double> ts, cs;
+    for (int r = 0; r < a.reps; ++r) ts.push_back(a.n / run_tg()), cs.push_back(a.n / cpu_s);
     out["tg"] = stats(ts, a.n);
+    out["tg_cpu"] = stats(cs, a.n);
   }
   std::cout << out.dump() << "\n";
   return 0;

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <cstring>
 #include <sstream>
 #include <vector>
 
@@ -71,7 +72,16 @@ class Writer35 {
     if (cols % type_info(t).block_elems != 0)
       throw Error("tensor " + name + ": row length " + std::to_string(cols) + " is not a multiple of the " +
                   std::string(type_name(t)) + " block");
-    const std::vector<uint8_t> data = random_matrix(name_seed(seed_, name), sigma, t, cols, rows, fast);
+    std::vector<uint8_t> data;
+    if (row_pool_ > 0 && rows > row_pool_ && t != GgmlType::F32) {  // --row-pool: rows from a pool
+      const std::vector<uint8_t> pool = random_matrix(name_seed(seed_, name), sigma, t, cols, row_pool_, fast);
+      const size_t rb = row_bytes(t, cols);
+      data.resize(rb * static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(data.data() + rb * static_cast<size_t>(r), pool.data() + rb * static_cast<size_t>((r * 7919) % row_pool_), rb);
+    } else {
+      data = random_matrix(name_seed(seed_, name), sigma, t, cols, rows, fast);
+    }
     std::vector<int64_t> ne = {cols, rows};
     if (n_mat > 1) ne = {cols, rows / n_mat, n_mat};
     w_.add_tensor(name, t, ne, data.data(), data.size());
@@ -109,6 +119,9 @@ class Writer35 {
   GgmlType type_;
   std::vector<std::pair<std::string, GgmlType>> mix_;
   int64_t n_params_ = 0;
+
+ public:
+  int64_t row_pool_ = 0;
 };
 
 int or_default(int v, int d) { return v > 0 ? v : d; }
@@ -133,6 +146,9 @@ void add_qwen35_flags(CLI::App& app, Qwen35Flags& f) {
   app.add_option("--expert-ff", f.expert_ff, "qwen35moe: expert FF length (default --ff / --experts-used)");
   app.add_option("--shexp-ff", f.shexp_ff, "qwen35moe: shared expert FF length (default --ff)");
   app.add_option("--router-std", f.router_std, "qwen35moe: standard deviation of the router logits (default 1)");
+  app.add_option("--row-pool", f.row_pool,
+                 "speed benchmarks of large shapes: quantized matrices repeat N random rows (0: every row random)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 int64_t write_qwen35(gguf::Writer& w, const std::string& arch, const BaseShape& s, const Qwen35Flags& f,
@@ -195,6 +211,7 @@ int64_t write_qwen35(gguf::Writer& w, const std::string& arch, const BaseShape& 
 
   Writer35 m(w, sc.seed, type, parse_mix(f.mix));
   m.fast = sc.fast_random;
+  m.row_pool_ = f.row_pool;
   const float embd_sigma = sc.logit_std / std::sqrt(static_cast<float>(n_embd));
   auto lin = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };
   const float noise = sc.norm_noise, gain = sc.resid_gain;

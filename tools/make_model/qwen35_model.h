@@ -37,6 +37,9 @@ struct Qwen35Flags {
   int expert_ff = 0;        // expert_feed_forward_length (default --ff / experts-used)
   int shexp_ff = 0;         // expert_shared_feed_forward_length (default --ff)
   float router_std = 0;     // router logits' standard deviation (default 1)
+  // > 0: quantized matrices of more rows repeat this many random rows (speed benchmarks of
+  // large shapes, written at memory speed; F32 matrices such as the router stay random)
+  int row_pool = 0;
 };
 void add_qwen35_flags(CLI::App& app, Qwen35Flags& f);
 

@@ -102,6 +102,10 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   moe_ = std::make_unique<MoeBuffers>();
   opt_ = opt;
   streamed_ = opt.expert_cache_bytes > 0;
+  size_t free_b = 0, total_b = 0;
+  cuda_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  free_at_start_ = free_b;
+  if (opt.gpu_mem_bytes < 0) throw Error("cuda: --gpu-mem must not be negative");
 }
 
 CudaBackend::~CudaBackend() {
@@ -129,7 +133,8 @@ void CudaBackend::reserve_weights(uint64_t bytes) {
   if (opt_.expert_cache_bytes < 0) {  // auto: stream the experts when the weights do not fit
     size_t free_b = 0, total_b = 0;
     cuda_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    streamed_ = bytes + (1ull << 30) > free_b;
+    const uint64_t budget = opt_.gpu_mem_bytes > 0 ? std::min<uint64_t>(free_b, static_cast<uint64_t>(opt_.gpu_mem_bytes)) : free_b;
+    streamed_ = bytes + (1ull << 30) > budget;
   }
   // Streamed experts: the dense weights get their own allocations (the file's size would
   // reserve the experts too).
@@ -137,13 +142,18 @@ void CudaBackend::reserve_weights(uint64_t bytes) {
 }
 
 Tensor CudaBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) {
-  if (!streamed_) return weight(type, cols, rows * n_expert, host);
+  if (!streamed_) {
+    const Tensor t = weight(type, cols, rows * n_expert, host);
+    weights_->expert_tables.emplace(t.data, make_expert_table(packed(t), n_expert, rows));
+    return t;
+  }
   check(!ctx_->capturing(), "weight upload while a graph is captured");
   if (!cudamv::supported(type))
     throw Error("cuda: weights of type " + std::string(type_name(type)) + " are not supported on the GPU");
   if (!experts_)
-    experts_ = std::make_unique<ExpertCache>(*ctx_, static_cast<uint64_t>(std::max<int64_t>(opt_.expert_cache_bytes, 0)),
-                                             1ull << 30);
+    experts_ = std::make_unique<ExpertCache>(
+        *ctx_, static_cast<uint64_t>(std::max<int64_t>(opt_.expert_cache_bytes, 0)),
+        opt_.gpu_mem_bytes > 0 ? 512ull << 20 : 1ull << 30, static_cast<uint64_t>(opt_.gpu_mem_bytes), free_at_start_);
   const ExpertStack* s = experts_->add_stack(type, cols, rows, n_expert, host);
   ensure_iota(rows);
   Tensor t;
@@ -497,7 +507,7 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
   a.n_v_heads = static_cast<int32_t>(Hv);
   a.scale = scale;
   // Prefill stays on the token kernel too: the chunked one (ops/delta_rule_chunked.cuh) computes
-  // the same function but measured slower on the H200 (0.96 vs 0.69 ms, 48 heads of 128, 512
+  // the same function but measured slower on the H200 (0.95 vs 0.26 ms, 48 heads of 128, 512
   // tokens: bench_prefill_cuda), so it is not dispatched until its chunk products run on
   // tensor cores.
   launch_gated_delta_rule(a, ctx_->stream());
@@ -529,6 +539,7 @@ std::unique_ptr<OpGraph> CudaBackend::record(const std::function<void()>& ops) {
 
 void CudaBackend::replay(OpGraph& g) {
   ctx_->make_current();
+  if (experts_) experts_->maintain();  // the expert placement moves between steps
   cuda_check(cudaGraphLaunch(static_cast<CudaGraph&>(g).exec, ctx_->stream()), "cudaGraphLaunch");
 }
 
@@ -573,6 +584,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.device = opt.cuda_device;
   o.fuse = opt.cuda_fuse;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
+  o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
   return std::make_unique<CudaBackend>(o);
 }
 

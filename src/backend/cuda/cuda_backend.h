@@ -30,6 +30,7 @@ namespace df::cuda {
 class CudaContext;
 class ExpertCache;
 struct ExpertCacheStats;
+struct ExpertStack;
 struct MoeBuffers;
 struct PackedWeights;
 
@@ -40,6 +41,11 @@ struct CudaOptions {
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.
   int64_t expert_cache_bytes = -1;
+  // Device bytes this backend may use in all (0: what is free at construction). With
+  // expert_cache_bytes -1: experts stream when the weights (+ 1 GiB) exceed it, and the cache
+  // gets what it leaves once the dense weights, KV caches and state are allocated (less 512 MiB
+  // for scratch).
+  int64_t gpu_mem_bytes = 0;
 };
 
 // CUDA devices this process can use; 0 (and the reason in *why) without a driver or a GPU.
@@ -79,11 +85,13 @@ class CudaBackend final : public Backend {
                 const Tensor& snapshots) override;
   void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                         const Tensor& state, float scale, const Tensor& out, const Tensor& snapshots) override;
-  // MoE (moe_ops.cu). matmul_id reads the routed ids on the host (one download per routing:
-  // it synchronises, so MoE forwards run eagerly, not from graphs) and runs, per used expert,
-  // matvec/'s kernel over that expert's rows (decode: one matvec per slot, no gather).
+  // MoE (moe_ops.cu). matmul_id of up to 8 rows reads the routed ids on the device (one matvec
+  // launch over the slots, each slot's expert from the stack's device table: graph-safe);
+  // more rows download the ids once per routing and run each used expert once over its rows.
   void moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids, const Tensor& weights) override;
   void matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) override;
+  void matmul_id_swiglu(const Tensor& Wg, const Tensor& Wu, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                        const Tensor& gate, const Tensor& up) override;
   void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
                    const Tensor& out) override;
 
@@ -115,6 +123,8 @@ class CudaBackend final : public Backend {
   bool experts_streamed() const { return streamed_; }
   ExpertCacheStats expert_cache_stats() const;
   void reset_expert_cache_stats();
+  // Host downloads of routed ids so far (matmul_id of more than 8 rows; decode makes none).
+  uint64_t routed_id_downloads() const;
 
  private:
   const cudamv::PackedWeight& packed(const Tensor& W) const;  // the GPU layout of a weight
@@ -129,8 +139,16 @@ class CudaBackend final : public Backend {
                   int64_t y_stride);
   void ensure_iota(int64_t rows);
   const int32_t* host_ids(const Tensor& ids);  // the routed ids, downloaded once per routing
+  void check_matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) const;
+  // The device table of a stack's experts; *stack: its streamed stack, or null when resident.
+  const uint8_t* const* expert_table(const Tensor& W, int64_t n_expert, const ExpertStack** stack);
+  // matmul_id (Wu null) or matmul_id_swiglu (y the gate output) with the ids read on the device;
+  // false (nothing launched) where the call has too many rows or non-dense rows.
+  bool matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                        const Tensor& y);
   CudaOptions opt_;
   bool streamed_ = false;                // routed experts in host memory (decided by reserve_weights)
+  uint64_t free_at_start_ = 0;           // free device bytes when the backend was made
   std::unique_ptr<ExpertCache> experts_;
   std::unique_ptr<MoeBuffers> moe_;
   uint64_t i32_epoch_ = 0;  // bumped by every op that may write I32 device data

@@ -1,7 +1,7 @@
 #include "backend/cuda/expert_cache.h"
 
 #include <algorithm>
-#include <iterator>
+#include <numeric>
 #include <string>
 
 #include "backend/cuda/context.h"
@@ -9,23 +9,59 @@
 #include "backend/cuda/matvec/layout.cuh"
 
 namespace df::cuda {
+namespace {
 
-ExpertCache::ExpertCache(const CudaContext& ctx, uint64_t capacity_bytes, uint64_t margin)
-    : ctx_(ctx), want_bytes_(capacity_bytes), margin_(margin) {
+// table[e] = q, table[n_expert + e] = m (a placement change, stream-ordered).
+__global__ void set_planes_kernel(const uint8_t** table, int64_t n_expert, int64_t e, const uint8_t* q,
+                                  const uint8_t* m) {
+  table[e] = q;
+  table[n_expert + e] = m;
+}
+
+// Per slot: uses[e] += 1; a lookup whose quant plane lies in the slots [lo, hi) is a hit,
+// any other one reads expert_bytes from host memory.
+__global__ void count_kernel(const int32_t* ids, int64_t n_slots, const uint8_t* const* table, int64_t n_expert,
+                             uint32_t* uses, unsigned long long* stats, const uint8_t* lo, const uint8_t* hi,
+                             unsigned long long expert_bytes) {
+  for (int64_t s = threadIdx.x; s < n_slots; s += blockDim.x) {
+    int e = ids[s];
+    e = e < 0 ? 0 : e < n_expert ? e : static_cast<int>(n_expert - 1);
+    atomicAdd(uses + e, 1u);
+    const uint8_t* q = table[e];
+    const bool hit = q >= lo && q < hi;
+    atomicAdd(stats + (hit ? 0 : 1), 1ull);
+    if (!hit) atomicAdd(stats + 2, expert_bytes);
+  }
+}
+
+}  // namespace
+
+ExpertCache::ExpertCache(const CudaContext& ctx, uint64_t capacity_bytes, uint64_t margin, uint64_t budget,
+                         uint64_t free_at_start)
+    : ctx_(ctx), want_bytes_(capacity_bytes), margin_(margin), budget_(budget), free_at_start_(free_at_start) {
   ctx_.make_current();
   cuda_check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreate(expert copies)");
+  cuda_check(cudaEventCreateWithFlags(&evicted_, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaEventCreateWithFlags(&counts_ready_, cudaEventDisableTiming), "cudaEventCreate");
+  cuda_check(cudaMalloc(reinterpret_cast<void**>(&dev_stats_), 3 * sizeof(unsigned long long)), "cudaMalloc(cache stats)");
+  cuda_check(cudaMemset(dev_stats_, 0, 3 * sizeof(unsigned long long)), "cudaMemset(cache stats)");
 }
 
 ExpertCache::~ExpertCache() {
   cudaSetDevice(ctx_.device());
   cudaStreamSynchronize(copy_);
   cudaStreamSynchronize(ctx_.stream());
-  for (Slot& s : slots_) {
-    cudaEventDestroy(s.ready);
-    cudaEventDestroy(s.free);
-  }
+  for (Slot& s : slots_) cudaEventDestroy(s.ready);
+  cudaEventDestroy(evicted_);
+  cudaEventDestroy(counts_ready_);
   if (dev_) cudaFree(dev_);
-  for (auto& s : stacks_) cudaFreeHost(s->host);
+  cudaFree(dev_stats_);
+  for (auto& s : stacks_) {
+    cudaFreeHost(s->host);
+    cudaFreeHost(s->uses_host);
+    cudaFree(s->table);
+    cudaFree(s->uses);
+  }
   cudaStreamDestroy(copy_);
 }
 
@@ -39,23 +75,47 @@ const ExpertStack* ExpertCache::add_stack(GgmlType type, int64_t cols, int64_t r
   s->q_row_bytes = l.q_row_bytes, s->m_row_bytes = l.m_row_bytes;
   s->expert_bytes = (l.q_row_bytes + l.m_row_bytes) * static_cast<size_t>(rows);
   s->id = static_cast<int>(stacks_.size());
+  s->count0 = n_counts_;
   const size_t total = s->expert_bytes * static_cast<size_t>(n_expert);
   ctx_.make_current();
   void* p = nullptr;
-  if (cudaHostAlloc(&p, total, cudaHostAllocDefault) != cudaSuccess) {
+  if (cudaHostAlloc(&p, total, cudaHostAllocMapped) != cudaSuccess) {
     cudaGetLastError();
     throw Error("cuda expert cache: cannot pin " + std::to_string(total) + " bytes (" + gib(total) +
                 ") of host memory for the experts");
   }
   s->host = static_cast<uint8_t*>(p);
+  void* d = nullptr;
+  cuda_check(cudaHostGetDevicePointer(&d, p, 0), "cudaHostGetDevicePointer(experts)");
+  s->host_dev = static_cast<uint8_t*>(d);
   const size_t src_expert = row_bytes(type, cols) * static_cast<size_t>(rows);
   const auto* src = static_cast<const uint8_t*>(host_blocks);
   for (int64_t e = 0; e < n_expert; ++e)
     cudamv::pack_rows(type, cols, rows, src + src_expert * static_cast<size_t>(e), l,
                       s->host + s->expert_bytes * static_cast<size_t>(e));
+  // Every expert starts in host memory.
+  std::vector<const uint8_t*> t(static_cast<size_t>(2 * n_expert));
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const uint8_t* q = s->host_dev + s->expert_bytes * static_cast<size_t>(e);
+    t[static_cast<size_t>(e)] = q;
+    t[static_cast<size_t>(n_expert + e)] = q + s->q_row_bytes * static_cast<size_t>(rows);
+  }
+  cuda_check(cudaMalloc(reinterpret_cast<void**>(&s->table), t.size() * sizeof(void*)), "cudaMalloc(expert table)");
+  cuda_check(cudaMemcpy(s->table, t.data(), t.size() * sizeof(void*), cudaMemcpyHostToDevice), "upload of an expert table");
+  cuda_check(cudaMalloc(reinterpret_cast<void**>(&s->uses), static_cast<size_t>(n_expert) * sizeof(uint32_t)),
+             "cudaMalloc(expert counts)");
+  cuda_check(cudaMemset(s->uses, 0, static_cast<size_t>(n_expert) * sizeof(uint32_t)), "cudaMemset(expert counts)");
+  cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&s->uses_host), static_cast<size_t>(n_expert) * sizeof(uint32_t),
+                           cudaHostAllocDefault),
+             "cudaHostAlloc(expert counts)");
+  std::fill(s->uses_host, s->uses_host + n_expert, 0u);
+  n_counts_ += n_expert;
+  last_counts_.resize(static_cast<size_t>(n_counts_), 0);
+  score_.resize(static_cast<size_t>(n_counts_), 0.0f);
   st_.host_bytes += total;
   ++st_.stacks;
   slot_bytes_ = std::max(slot_bytes_, (s->expert_bytes + 255) / 256 * 256);
+  slot_of_.emplace_back(static_cast<size_t>(n_expert), -1);
   const ExpertStack* key = s.get();
   by_key_.emplace(key, key);
   stacks_.push_back(std::move(s));
@@ -75,9 +135,13 @@ void ExpertCache::allocate() {
     size_t free_b = 0, total_b = 0;
     cuda_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     bytes = free_b > margin_ ? free_b - margin_ : 0;
+    if (budget_ > 0) {  // --gpu-mem: what the dense part, caches and state left of the budget
+      const uint64_t used = free_at_start_ > free_b ? free_at_start_ - free_b : 0;
+      const uint64_t left = budget_ > used + margin_ ? budget_ - used - margin_ : 0;
+      bytes = std::min<uint64_t>(left, free_b > (256ull << 20) ? free_b - (256ull << 20) : 0);
+    }
   }
-  uint64_t all = 0;
-  for (const auto& s : stacks_) all += static_cast<uint64_t>(s->n_expert);
+  const uint64_t all = static_cast<uint64_t>(n_counts_);
   const int64_t n = static_cast<int64_t>(std::min<uint64_t>(bytes / slot_bytes_, all));
   if (n < 1)
     throw Error("cuda expert cache: " + std::to_string(bytes) + " bytes hold no expert of " +
@@ -89,79 +153,162 @@ void ExpertCache::allocate() {
   }
   dev_ = static_cast<uint8_t*>(p);
   slots_.resize(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    Slot& s = slots_[static_cast<size_t>(i)];
-    cuda_check(cudaEventCreateWithFlags(&s.ready, cudaEventDisableTiming), "cudaEventCreate");
-    cuda_check(cudaEventCreateWithFlags(&s.free, cudaEventDisableTiming), "cudaEventCreate");
-    lru_.push_back(i);
-    s.lru = std::prev(lru_.end());
-  }
+  for (Slot& s : slots_) cuda_check(cudaEventCreateWithFlags(&s.ready, cudaEventDisableTiming), "cudaEventCreate");
   st_.capacity_bytes = slot_bytes_ * static_cast<uint64_t>(n);
   st_.slots = n;
 }
 
-int64_t ExpertCache::slots() {
-  if (!dev_) allocate();
-  return static_cast<int64_t>(slots_.size());
+void ExpertCache::ensure_ready() {
+  if (dev_) return;
+  allocate();
+  // First placement: experts 0, 1, ... of every stack in turn.
+  int slot = 0;
+  const int n = static_cast<int>(slots_.size());
+  for (int64_t e = 0; slot < n; ++e)
+    for (size_t k = 0; k < stacks_.size() && slot < n; ++k)
+      if (e < stacks_[k]->n_expert) place(slot++, static_cast<int>(k), e);
 }
 
-uint8_t* ExpertCache::acquire(const ExpertStack& s, int64_t e, int* slot) {
-  if (!dev_) allocate();
-  const uint64_t key = static_cast<uint64_t>(s.id) << 32 | static_cast<uint64_t>(e);
-  int v = -1;
-  const auto it = where_.find(key);
-  if (it != where_.end()) {
-    v = it->second;
-    ++st_.hits;
+void ExpertCache::place(int slot, int stack, int64_t e) {
+  Slot& sl = slots_[static_cast<size_t>(slot)];
+  const ExpertStack& s = *stacks_[static_cast<size_t>(stack)];
+  uint8_t* dst = dev_ + slot_bytes_ * static_cast<size_t>(slot);
+  cuda_check(cudaMemcpyAsync(dst, s.host + s.expert_bytes * static_cast<size_t>(e), s.expert_bytes,
+                             cudaMemcpyHostToDevice, copy_),
+             "expert upload");
+  set_planes_kernel<<<1, 1, 0, copy_>>>(s.table, s.n_expert, e, dst, dst + s.q_row_bytes * static_cast<size_t>(s.rows));
+  launch_check("expert table write");
+  cuda_check(cudaEventRecord(sl.ready, copy_), "cudaEventRecord");
+  sl.stack = stack, sl.expert = e, sl.landed = false;
+  slot_of_[static_cast<size_t>(stack)][static_cast<size_t>(e)] = slot;
+  st_.bytes_uploaded += s.expert_bytes;
+  ++st_.replacements;
+}
+
+void ExpertCache::refresh_landed() {
+  for (Slot& s : slots_)
+    if (!s.landed) {
+      const cudaError_t r = cudaEventQuery(s.ready);
+      if (r == cudaSuccess) s.landed = true;
+      else if (r != cudaErrorNotReady) cuda_check(r, "expert upload");
+    }
+}
+
+const uint8_t* ExpertCache::planes(const ExpertStack& s, int64_t e, bool* resident) const {
+  const int slot = slot_of_[static_cast<size_t>(s.id)][static_cast<size_t>(e)];
+  *resident = slot >= 0 && slots_[static_cast<size_t>(slot)].landed;
+  return *resident ? dev_ + slot_bytes_ * static_cast<size_t>(slot) : s.host_dev + s.expert_bytes * static_cast<size_t>(e);
+}
+
+void ExpertCache::count(const ExpertStack& s, const int32_t* ids, int64_t n_slots, cudaStream_t compute) {
+  count_kernel<<<1, 128, 0, compute>>>(ids, n_slots, s.table, s.n_expert, s.uses, dev_stats_, dev_,
+                                       dev_ + slot_bytes_ * slots_.size(), s.expert_bytes);
+  launch_check("expert counts");
+}
+
+void ExpertCache::count_host(const ExpertStack& s, bool resident) {
+  if (resident) {
+    ++host_hits_;
   } else {
-    for (auto r = lru_.rbegin(); r != lru_.rend(); ++r)
-      if (!slots_[static_cast<size_t>(*r)].held) {
-        v = *r;
-        break;
-      }
-    if (v < 0) throw Error("cuda expert cache: more experts held at once than the cache has slots");
-    Slot& sl = slots_[static_cast<size_t>(v)];
-    if (sl.key != ~0ull) where_.erase(sl.key);
-    // Overwrite only after the kernels that read the slot's previous expert are done.
-    if (sl.used_free) cuda_check(cudaStreamWaitEvent(copy_, sl.free, 0), "cudaStreamWaitEvent");
-    cuda_check(cudaMemcpyAsync(dev_ + slot_bytes_ * static_cast<size_t>(v),
-                               s.host + s.expert_bytes * static_cast<size_t>(e), s.expert_bytes,
-                               cudaMemcpyHostToDevice, copy_),
-               "expert upload");
-    cuda_check(cudaEventRecord(sl.ready, copy_), "cudaEventRecord");
-    sl.key = key;
-    where_[key] = v;
-    ++st_.misses;
-    st_.bytes_uploaded += s.expert_bytes;
+    ++host_misses_;
+    host_bytes_in_place_ += s.expert_bytes;
   }
-  Slot& sl = slots_[static_cast<size_t>(v)];
-  lru_.splice(lru_.begin(), lru_, sl.lru);
-  if (!sl.held) {
-    sl.held = true;
-    held_.push_back(v);
-  }
-  *slot = v;
-  return dev_ + slot_bytes_ * static_cast<size_t>(v);
 }
 
-void ExpertCache::wait_ready(int slot, cudaStream_t compute) {
-  cuda_check(cudaStreamWaitEvent(compute, slots_[static_cast<size_t>(slot)].ready, 0), "cudaStreamWaitEvent");
-}
-
-void ExpertCache::release_all(cudaStream_t compute) {
-  for (int v : held_) {
-    Slot& sl = slots_[static_cast<size_t>(v)];
-    cuda_check(cudaEventRecord(sl.free, compute), "cudaEventRecord");
-    sl.used_free = true;
-    sl.held = false;
+void ExpertCache::maintain() {
+  if (!dev_ || ++calls_ % kReplaceEvery != 0) return;
+  refresh_landed();
+  if (!counts_pending_) {
+    for (const auto& s : stacks_)
+      cuda_check(cudaMemcpyAsync(s->uses_host, s->uses, static_cast<size_t>(s->n_expert) * sizeof(uint32_t),
+                                 cudaMemcpyDeviceToHost, ctx_.stream()),
+                 "download of the expert counts");
+    cuda_check(cudaEventRecord(counts_ready_, ctx_.stream()), "cudaEventRecord");
+    counts_pending_ = true;
+    return;
   }
-  held_.clear();
+  const cudaError_t r = cudaEventQuery(counts_ready_);
+  if (r == cudaErrorNotReady) return;
+  cuda_check(r, "download of the expert counts");
+  counts_pending_ = false;
+  process_counts();
 }
 
-ExpertCacheStats ExpertCache::stats() const { return st_; }
+void ExpertCache::process_counts() {
+  for (const auto& s : stacks_)
+    for (int64_t e = 0; e < s->n_expert; ++e) {
+      const size_t i = static_cast<size_t>(s->count0 + e);
+      const uint32_t d = s->uses_host[e] - last_counts_[i];
+      last_counts_[i] = s->uses_host[e];
+      score_[i] = 0.75f * score_[i] + static_cast<float>(d);
+    }
+  for (const Slot& s : slots_)
+    if (!s.landed) return;  // one round of replacements in flight at a time
+  const int64_t max_swaps = std::max<int64_t>(1, static_cast<int64_t>(slots_.size()) / kMaxSwapShare);
+  // Candidates: non-resident experts by decreasing score; victims: slots by increasing score.
+  auto score_of = [&](int stack, int64_t e) {
+    return score_[static_cast<size_t>(stacks_[static_cast<size_t>(stack)]->count0 + e)];
+  };
+  std::vector<std::pair<float, int64_t>> cand;  // (score, global index)
+  for (size_t k = 0; k < stacks_.size(); ++k)
+    for (int64_t e = 0; e < stacks_[k]->n_expert; ++e)
+      if (slot_of_[k][static_cast<size_t>(e)] < 0 && score_of(static_cast<int>(k), e) > 2.0f)
+        cand.emplace_back(score_of(static_cast<int>(k), e), stacks_[k]->count0 + e);
+  if (cand.empty()) return;
+  const size_t nc = std::min<size_t>(cand.size(), static_cast<size_t>(max_swaps));
+  std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(nc), cand.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::pair<float, int>> vict;  // (score, slot)
+  for (size_t i = 0; i < slots_.size(); ++i)
+    vict.emplace_back(score_of(slots_[i].stack, slots_[i].expert), static_cast<int>(i));
+  const size_t nv = std::min(vict.size(), nc);
+  std::partial_sort(vict.begin(), vict.begin() + static_cast<std::ptrdiff_t>(nv), vict.end());
+  std::vector<std::pair<int, int64_t>> in;  // (slot, global index of the new expert)
+  for (size_t i = 0; i < nv; ++i) {
+    if (!(cand[i].first > 2.0f * vict[i].first + 2.0f)) break;
+    in.emplace_back(vict[i].second, cand[i].second);
+  }
+  if (in.empty()) return;
+  // Victims point back to host memory (compute stream), then the copies overwrite their slots.
+  for (const auto& [slot, g] : in) {
+    Slot& sl = slots_[static_cast<size_t>(slot)];
+    const ExpertStack& s = *stacks_[static_cast<size_t>(sl.stack)];
+    const uint8_t* q = s.host_dev + s.expert_bytes * static_cast<size_t>(sl.expert);
+    set_planes_kernel<<<1, 1, 0, ctx_.stream()>>>(s.table, s.n_expert, sl.expert, q,
+                                                  q + s.q_row_bytes * static_cast<size_t>(s.rows));
+    launch_check("expert table write");
+    slot_of_[static_cast<size_t>(sl.stack)][static_cast<size_t>(sl.expert)] = -1;
+    sl.stack = -1, sl.expert = -1;
+  }
+  cuda_check(cudaEventRecord(evicted_, ctx_.stream()), "cudaEventRecord");
+  cuda_check(cudaStreamWaitEvent(copy_, evicted_, 0), "cudaStreamWaitEvent");
+  for (const auto& [slot, g] : in) {
+    int k = 0;
+    while (k + 1 < static_cast<int>(stacks_.size()) && stacks_[static_cast<size_t>(k + 1)]->count0 <= g) ++k;
+    place(slot, k, g - stacks_[static_cast<size_t>(k)]->count0);
+  }
+}
+
+ExpertCacheStats ExpertCache::stats() {
+  ExpertCacheStats s = st_;
+  s.hits += host_hits_, s.misses += host_misses_, s.bytes_in_place += host_bytes_in_place_;
+  if (dev_stats_) {
+    ctx_.make_current();
+    unsigned long long d[3] = {0, 0, 0};
+    cuda_check(cudaMemcpyAsync(d, dev_stats_, sizeof d, cudaMemcpyDeviceToHost, ctx_.stream()), "download of the cache stats");
+    cuda_check(cudaStreamSynchronize(ctx_.stream()), "download of the cache stats");
+    s.hits += d[0], s.misses += d[1], s.bytes_in_place += d[2];
+  }
+  return s;
+}
 
 void ExpertCache::reset_stats() {
-  st_.hits = st_.misses = st_.bytes_uploaded = 0;
+  st_.bytes_uploaded = st_.replacements = 0;
+  host_hits_ = host_misses_ = host_bytes_in_place_ = 0;
+  if (dev_stats_) {
+    ctx_.make_current();
+    cuda_check(cudaMemsetAsync(dev_stats_, 0, 3 * sizeof(unsigned long long), ctx_.stream()), "cudaMemset(cache stats)");
+  }
 }
 
 }  // namespace df::cuda

@@ -1,17 +1,32 @@
-// Routed experts that stay in host memory, and the device cache they are brought into.
+// Routed experts that stay in host memory, and the device cache that holds some of them.
 //
 // A streamed stack (a MoE FFN's ffn_{gate,up,down}_exps) is repacked once at load into
-// matvec/'s GPU layout, one packed matrix per expert, in pinned host memory. The cache is
-// one device allocation cut into equal slots (the largest packed expert); a slot holds one
-// (stack, expert). Eviction: least recently used. A miss is one host-to-device copy on the
-// cache's own stream; the compute stream waits for that copy's event before its kernels read
-// the slot, and the copy stream waits for the event recorded after the last kernel that read
-// a slot before overwriting it: copies of one call overlap the compute of the experts before.
+// matvec/'s GPU layout, one packed matrix per expert ([quant plane | meta plane]), in pinned
+// host memory mapped into the device's address space. Every stack has a device table of its
+// experts' plane pointers (matvec.cuh MatvecFusion::table): an expert in a cache slot points
+// into the slot, any other one into its mapped host copy, which the kernels read in place
+// over the bus. So a step never waits for the host: the routed ids stay on the device, a
+// decode step is one CUDA graph whatever is cached, and the same bytes give the same bits
+// from either place (greedy output equals the resident run's for any cache size).
+//
+// Placement (which experts are in the slots): the cache is one device allocation cut into
+// equal slots (the largest packed expert). At first use the slots are filled with experts
+// 0, 1, ... of every stack in turn (an equal share per stack). Then, at most every
+// kReplaceEvery calls of maintain() (between steps, outside graph captures), the device's
+// per-expert use counts (counted by every matmul_id launch) are read back asynchronously
+// and the placement moves towards the most used experts: score = 3/4 * score + new uses
+// (least frequently used, with decay); a non-resident expert replaces the resident one of
+// lowest score when its score is more than twice that one's plus two, at most
+// 1/kMaxSwapShare of the slots per round (with routing of no locality, as random weights
+// route, replacements gain nothing and their copies compete with the reads of misses). A replacement is: the victim's table entries point
+// back to host memory (on the compute stream, so later kernels read the host copy); the
+// copy stream waits for that, uploads the new expert into the slot, then writes its table
+// entries. Kernels running meanwhile read either copy: both hold the same bytes. The compute
+// stream never waits for a copy.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -27,13 +42,20 @@ struct ExpertStack {
   int64_t cols = 0, rows = 0, n_expert = 0;   // each expert: [rows, cols]
   size_t q_row_bytes = 0, m_row_bytes = 0;    // the packed layout of one expert (matvec/)
   size_t expert_bytes = 0;                    // packed bytes of one expert
-  uint8_t* host = nullptr;                    // pinned: n_expert * expert_bytes
+  uint8_t* host = nullptr;                    // pinned, mapped: n_expert * expert_bytes
+  uint8_t* host_dev = nullptr;                // the same memory's device address
+  const uint8_t** table = nullptr;            // device: 2 * n_expert plane pointers
+  uint32_t* uses = nullptr;                   // device: lookups per expert (cumulative)
+  uint32_t* uses_host = nullptr;              // pinned: their last download
+  int64_t count0 = 0;                         // this stack's first entry of the scores
   int id = 0;
 };
 
 struct ExpertCacheStats {
-  uint64_t hits = 0, misses = 0;       // expert lookups of matmul_id
-  uint64_t bytes_uploaded = 0;         // host -> device bytes of the misses
+  uint64_t hits = 0, misses = 0;       // expert lookups of matmul_id (a miss reads host memory)
+  uint64_t bytes_in_place = 0;         // bytes of missed experts, read from host memory in place
+  uint64_t bytes_uploaded = 0;         // host -> device bytes of placement copies
+  uint64_t replacements = 0;           // experts copied into a slot
   uint64_t capacity_bytes = 0;         // device bytes of the cache (0 until first used)
   int64_t slots = 0;                   // experts it holds
   uint64_t host_bytes = 0;             // pinned bytes of every streamed stack
@@ -42,51 +64,71 @@ struct ExpertCacheStats {
 
 class ExpertCache {
  public:
-  // capacity_bytes: the device bytes for slots; 0: what is free at first use less `margin`.
-  ExpertCache(const CudaContext& ctx, uint64_t capacity_bytes, uint64_t margin);
+  // capacity_bytes: the device bytes for slots; 0: at first use, what is free less `margin`, or
+  // with a budget (> 0), the budget less what the backend took since it had free_at_start
+  // free, less `margin` (at most what is free less 256 MiB).
+  ExpertCache(const CudaContext& ctx, uint64_t capacity_bytes, uint64_t margin, uint64_t budget = 0,
+              uint64_t free_at_start = 0);
   ~ExpertCache();
   ExpertCache(const ExpertCache&) = delete;
   ExpertCache& operator=(const ExpertCache&) = delete;
 
-  // Repacks a stack of n_expert [rows, cols] matrices of ggml blocks into pinned memory.
+  // Repacks a stack of n_expert [rows, cols] matrices of ggml blocks into pinned memory (a
+  // stack added after the first use is placed from the next round of replacements on).
   const ExpertStack* add_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host_blocks);
   // The stack whose key (Tensor::data of weight_stack) is `key`, or null.
   const ExpertStack* find(const void* key) const;
 
-  // Slots one call may hold at once (the cache's size in experts).
-  int64_t slots();
-  // Makes expert e of s resident in a slot that no other acquire since the last
-  // release_all() holds, enqueuing the upload on a miss (on the cache's stream). Returns the
-  // slot's device memory; *slot names it for wait_ready.
-  uint8_t* acquire(const ExpertStack& s, int64_t e, int* slot);
-  // Makes `compute` wait until the slot's upload has landed (call before its first kernel).
-  void wait_ready(int slot, cudaStream_t compute);
-  // After the kernels of every acquired slot were launched on `compute`: marks the slots
-  // free to be overwritten once those kernels finish.
-  void release_all(cudaStream_t compute);
+  // Allocates the slots and queues the first placement (once; not inside a graph capture).
+  void ensure_ready();
+  bool ready() const { return dev_ != nullptr; }
+  // The planes of expert e that a kernel launched now on the compute stream may read: its
+  // slot once its upload is known to have landed, else its host copy. *resident: which one.
+  const uint8_t* planes(const ExpertStack& s, int64_t e, bool* resident) const;
+  // Counts a launch's lookups on the device (stream-ordered): uses per expert, hits, misses.
+  void count(const ExpertStack& s, const int32_t* ids, int64_t n_slots, cudaStream_t compute);
+  // Counts a lookup made on the host (the many-row path, which reads the placement itself).
+  void count_host(const ExpertStack& s, bool resident);
+  // Between steps: advances the placement (see above). Never waits; not inside a capture.
+  void maintain();
 
-  ExpertCacheStats stats() const;
+  // Synchronises the compute stream (reads the device counters). Nothing else ever waits for a
+  // transfer: the cost of misses is the time the kernels take to read host memory.
+  ExpertCacheStats stats();
   void reset_stats();
+
+  static constexpr int kReplaceEvery = 4;
+  static constexpr int kMaxSwapShare = 128;  // at most slots / 128 (and >= 1) replacements a round
 
  private:
   struct Slot {
-    uint64_t key = ~0ull;  // stack id << 32 | expert
-    cudaEvent_t ready = nullptr, free = nullptr;
-    bool used_free = false;  // `free` has been recorded at least once
-    bool held = false;       // acquired since the last release_all
-    std::list<int>::iterator lru;
+    int stack = -1;
+    int64_t expert = -1;
+    bool landed = true;          // the upload into it is known to be complete
+    cudaEvent_t ready = nullptr;  // recorded after its upload and table write
   };
   void allocate();
+  void place(int slot, int stack, int64_t e);  // queue the upload of (stack, e) into slot
+  void refresh_landed();
+  void process_counts();
   const CudaContext& ctx_;
-  uint64_t want_bytes_, margin_;
+  uint64_t want_bytes_, margin_, budget_, free_at_start_;
   std::vector<std::unique_ptr<ExpertStack>> stacks_;
   std::unordered_map<const void*, const ExpertStack*> by_key_;
   size_t slot_bytes_ = 0;
   uint8_t* dev_ = nullptr;
   std::vector<Slot> slots_;
-  std::list<int> lru_;  // front: most recently used
-  std::unordered_map<uint64_t, int> where_;
-  std::vector<int> held_;
+  std::vector<std::vector<int>> slot_of_;  // per stack, per expert: its slot or -1
+  // Device counters: hits, misses, bytes read in place (the uses are per stack).
+  unsigned long long* dev_stats_ = nullptr;
+  int64_t n_counts_ = 0;                   // experts of every stack
+  std::vector<uint32_t> last_counts_;
+  std::vector<float> score_;
+  cudaEvent_t counts_ready_ = nullptr;
+  bool counts_pending_ = false;
+  int calls_ = 0;
+  uint64_t host_hits_ = 0, host_misses_ = 0, host_bytes_in_place_ = 0;
+  cudaEvent_t evicted_ = nullptr;
   cudaStream_t copy_ = nullptr;
   ExpertCacheStats st_;
 };

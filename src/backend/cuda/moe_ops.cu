@@ -1,8 +1,13 @@
 // The CUDA backend's mixture-of-experts ops (backend.h): the router on the device, the
-// grouped expert products over matvec/'s kernels, and the weighted combine. matmul_id needs
-// the routed ids on the host (which expert matrices to run, and for streamed experts which
-// ones to bring into the cache): one download per routing, reused by the gate, up and down
-// products of the same ids.
+// grouped expert products over matvec/'s kernels, and the weighted combine.
+// matmul_id of up to 8 rows (decode, speculative verify) reads the routed ids on the device:
+// one matvec launch over the n * k slots, each slot's blocks taking their expert's planes
+// from the stack's device table (matvec.cuh MatvecFusion::ids), so no host round trip and
+// the step records into a CUDA graph. A slot's bits are those of the matvec of its expert
+// alone. Rows routed to the same expert read it once per slot: for decode (one row, k
+// distinct experts) that is each expert once; a verify batch re-reads the experts its rows
+// share. More rows (prefill) download the ids once per routing, group the rows by expert and
+// run each used expert once over its rows.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -52,6 +57,20 @@ cudamv::PackedWeight slot_view(const ExpertStack& s, uint8_t* mem, const void* t
 
 }  // namespace
 
+// The table of a resident stack's experts (built once, at weight_stack).
+const uint8_t** make_expert_table(const cudamv::PackedWeight& P, int64_t n_expert, int64_t m) {
+  std::vector<const uint8_t*> t(static_cast<size_t>(2 * n_expert));
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const cudamv::PackedWeight v = expert_view(P, e, m);
+    t[static_cast<size_t>(e)] = v.data;
+    t[static_cast<size_t>(n_expert + e)] = v.data + v.m_offset;
+  }
+  const uint8_t** d = nullptr;
+  cuda_check(cudaMalloc(reinterpret_cast<void**>(&d), t.size() * sizeof(void*)), "cudaMalloc(expert table)");
+  cuda_check(cudaMemcpy(d, t.data(), t.size() * sizeof(void*), cudaMemcpyHostToDevice), "upload of an expert table");
+  return d;
+}
+
 MoeBuffers::~MoeBuffers() {
   if (host_ids) cudaFreeHost(host_ids);
   if (dev) cudaFree(dev);
@@ -91,24 +110,105 @@ const int32_t* CudaBackend::host_ids(const Tensor& ids) {
              "download of the routed ids");
   cuda_check(cudaStreamSynchronize(ctx_->stream()), "download of the routed ids");
   b.ids_of = ids.data, b.ids_rows = ids.rows, b.ids_cols = ids.cols, b.ids_epoch = i32_epoch_;
+  ++b.downloads;
   return b.host_ids;
 }
 
-void CudaBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) {
+const uint8_t* const* CudaBackend::expert_table(const Tensor& W, int64_t n_expert, const ExpertStack** stack) {
+  const ExpertStack* S = experts_ ? experts_->find(W.data) : nullptr;
+  *stack = S;
+  if (S) {
+    check(S->n_expert == n_expert, "matmul_id: n_expert differs from the stack's");
+    check(!ctx_->capturing() || experts_->ready(), "matmul_id: the expert cache is first used inside a graph capture");
+    experts_->ensure_ready();
+    return S->table;
+  }
+  const auto it = weights_->expert_tables.find(W.data);
+  check(it != weights_->expert_tables.end(), "matmul_id: the matrix must be a stack from weight_stack()");
+  return it->second;
+}
+
+bool CudaBackend::matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n_expert, const Tensor& x,
+                                   const Tensor& ids, const Tensor& y) {
+  const int64_t n = ids.rows, k = ids.cols, cols = Wg.cols, m = Wg.rows / n_expert;
+  const bool shared_x = x.rows == n;
+  if (n > cudamv::kMaxRows || n * k > 65535 || x.stride != static_cast<size_t>(cols) * sizeof(float) ||
+      y.stride != static_cast<size_t>(m) * sizeof(float) || (reinterpret_cast<uintptr_t>(x.data) & 15u) != 0)
+    return false;
+  const ExpertStack* Sg = nullptr;
+  const ExpertStack* Su = nullptr;
+  cudamv::MatvecFusion fu;
+  fu.table[0] = expert_table(Wg, n_expert, &Sg);
+  if (Wu) {
+    fu.table[1] = expert_table(*Wu, n_expert, &Su);
+    check(Wu->cols == cols && Wu->rows == Wg.rows && Wu->type == Wg.type && !Sg == !Su,
+          "matmul_id_swiglu: gate and up stacks differ in shape, type or placement");
+  }
+  // One expert's geometry (its data pointer is never read: the table gives the planes).
+  cudamv::PackedWeight proto, proto_u;
+  auto geometry = [&](cudamv::PackedWeight& p, const ExpertStack* S, const Tensor& W) {
+    p.type = W.type, p.cols = cols, p.rows = m;
+    if (S) {
+      p.q_row_bytes = S->q_row_bytes, p.m_row_bytes = S->m_row_bytes;
+      p.data = S->host_dev;
+    } else {
+      const cudamv::PackedWeight& P = packed(W);
+      p.q_row_bytes = P.q_row_bytes, p.m_row_bytes = P.m_row_bytes;
+      p.data = P.data;
+    }
+    p.tables = weights_->tables.tables();
+  };
+  geometry(proto, Sg, Wg);
+  if (Wu) {
+    geometry(proto_u, Su, *Wu);
+    fu.more[0] = &proto_u;
+    fu.swiglu = true;
+  }
+  fu.ids = static_cast<const int32_t*>(ids.data);
+  fu.n_slots = static_cast<int>(n * k), fu.n_expert = static_cast<int>(n_expert);
+  fu.x_div = shared_x ? static_cast<int>(k) : 1;
+  if (!cudamv::matvec_fused(proto, fp(x), fp(y), 1, fu, ctx_->stream())) return false;
+  if (Sg) experts_->count(*Sg, fu.ids, n * k, ctx_->stream());
+  if (Su) experts_->count(*Su, fu.ids, n * k, ctx_->stream());
+  return true;
+}
+
+void CudaBackend::matmul_id_swiglu(const Tensor& Wg, const Tensor& Wu, int64_t n_expert, const Tensor& x,
+                                   const Tensor& ids, const Tensor& gate, const Tensor& up) {
+  const int64_t n = ids.rows;
+  check_matmul_id(Wg, n_expert, x, ids, gate);
+  check_matmul_id(Wu, n_expert, x, ids, up);
+  ctx_->make_current();
+  if (n == 0) return;
+  if (fuse_ && matmul_id_device(Wg, &Wu, n_expert, x, ids, gate)) return;
+  Backend::matmul_id_swiglu(Wg, Wu, n_expert, x, ids, gate, up);
+}
+
+void CudaBackend::check_matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                                  const Tensor& y) const {
   const int64_t n = ids.rows, k = ids.cols, cols = W.cols;
   check(x.type == GgmlType::F32 && y.type == GgmlType::F32 && ids.type == GgmlType::I32,
         "matmul_id types (activations f32, ids i32)");
   check(n_expert > 0 && W.rows % n_expert == 0, "matmul_id: weight rows not a multiple of n_expert");
   const int64_t m = W.rows / n_expert;
-  const bool shared_x = x.rows == n;  // every slot of row r reads x[r]
-  check(x.cols == cols && (shared_x || x.rows == n * k), "matmul_id: x must be [n, cols] or [n * k, cols]");
+  check(x.cols == cols && (x.rows == n || x.rows == n * k), "matmul_id: x must be [n, cols] or [n * k, cols]");
   check(y.cols == m && y.rows == n * k, "matmul_id: y must be [n * k, m]");
   check(ids.stride == static_cast<size_t>(k) * sizeof(int32_t), "matmul_id: ids must be dense [n, k]");
+}
+
+void CudaBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) {
+  check_matmul_id(W, n_expert, x, ids, y);
+  const int64_t n = ids.rows, k = ids.cols, cols = W.cols, m = W.rows / n_expert;
+  const bool shared_x = x.rows == n;  // every slot of row r reads x[r]
   if (n == 0) return;
   ctx_->make_current();
-  const ExpertStack* S = experts_ ? experts_->find(W.data) : nullptr;
+  if (experts_ && !ctx_->capturing()) experts_->maintain();
+  if (matmul_id_device(W, nullptr, n_expert, x, ids, y)) return;
+
+  // Many rows: the ids on the host, the rows grouped by expert, each used expert run once.
+  const ExpertStack* S = nullptr;
+  expert_table(W, n_expert, &S);  // checks the stack (and readies the cache)
   const cudamv::PackedWeight* P = S ? nullptr : &packed(W);
-  check(!S || (S->n_expert == n_expert && S->rows == m), "matmul_id: n_expert differs from the stack's");
   const int32_t* id = host_ids(ids);
   const int64_t n_slots = n * k;
   for (int64_t i = 0; i < n_slots; ++i) check(id[i] >= 0 && id[i] < n_expert, "matmul_id: expert id out of range");
@@ -124,74 +224,41 @@ void CudaBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, 
     lists[static_cast<size_t>(g)] = static_cast<int32_t>(shared_x ? i / k : i);
     lists[static_cast<size_t>(n_slots + g)] = static_cast<int32_t>(i);
   }
-  std::vector<int64_t> used;
-  for (int64_t e = 0; e < n_expert; ++e)
-    if (start[static_cast<size_t>(e + 1)] > start[static_cast<size_t>(e)]) used.push_back(e);
 
-  // One row: each slot's x and y rows are used in place (no gather).
-  const bool direct = n == 1 && x.stride == static_cast<size_t>(cols) * sizeof(float) &&
-                      y.stride == static_cast<size_t>(m) * sizeof(float);
-  float *xg = fp(x), *yg = fp(y);
-  if (!direct) {
-    const size_t list_b = align256(lists.size() * sizeof(int32_t));
-    const size_t x_b = align256(static_cast<size_t>(n_slots * cols) * sizeof(float));
-    const size_t need = list_b + x_b + static_cast<size_t>(n_slots * m) * sizeof(float);
-    MoeBuffers& b = *moe_;
-    if (need > b.dev_bytes) {
-      check(!ctx_->capturing(), "matmul_id scratch grows inside a graph capture");
-      cuda_check(cudaStreamSynchronize(ctx_->stream()), "matmul_id: synchronize before growing");
-      if (b.dev) cuda_check(cudaFree(b.dev), "cudaFree(matmul_id scratch)");
-      b.dev = nullptr;
-      b.dev_bytes = 0;
-      cuda_check(cudaMalloc(&b.dev, need), "cudaMalloc(matmul_id scratch)");
-      b.dev_bytes = need;
-    }
-    auto* dl = static_cast<int32_t*>(b.dev);
-    xg = reinterpret_cast<float*>(static_cast<uint8_t*>(b.dev) + list_b);
-    yg = reinterpret_cast<float*>(static_cast<uint8_t*>(b.dev) + list_b + x_b);
-    // pageable source: copied to staging before the call returns, so `lists` may go
-    cuda_check(cudaMemcpyAsync(dl, lists.data(), lists.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                               ctx_->stream()),
-               "upload of matmul_id's slot lists");
-    launch_gather_rows_f32(fp(x), fstride(x), x.rows, cols, dl, n_slots, xg, cols, ctx_->stream());
+  const size_t list_b = align256(lists.size() * sizeof(int32_t));
+  const size_t x_b = align256(static_cast<size_t>(n_slots * cols) * sizeof(float));
+  const size_t need = list_b + x_b + static_cast<size_t>(n_slots * m) * sizeof(float);
+  MoeBuffers& b = *moe_;
+  if (need > b.dev_bytes) {
+    check(!ctx_->capturing(), "matmul_id scratch grows inside a graph capture");
+    cuda_check(cudaStreamSynchronize(ctx_->stream()), "matmul_id: synchronize before growing");
+    if (b.dev) cuda_check(cudaFree(b.dev), "cudaFree(matmul_id scratch)");
+    b.dev = nullptr;
+    b.dev_bytes = 0;
+    cuda_check(cudaMalloc(&b.dev, need), "cudaMalloc(matmul_id scratch)");
+    b.dev_bytes = need;
   }
-  // Expert e over its gathered rows [g0, g0 + c) (direct: the slot's own rows).
-  auto run = [&](const cudamv::PackedWeight& V, int64_t e) {
+  auto* dl = static_cast<int32_t*>(b.dev);
+  float* xg = reinterpret_cast<float*>(static_cast<uint8_t*>(b.dev) + list_b);
+  float* yg = reinterpret_cast<float*>(static_cast<uint8_t*>(b.dev) + list_b + x_b);
+  // pageable source: copied to staging before the call returns, so `lists` may go
+  cuda_check(cudaMemcpyAsync(dl, lists.data(), lists.size() * sizeof(int32_t), cudaMemcpyHostToDevice, ctx_->stream()),
+             "upload of matmul_id's slot lists");
+  launch_gather_rows_f32(fp(x), fstride(x), x.rows, cols, dl, n_slots, xg, cols, ctx_->stream());
+  for (int64_t e = 0; e < n_expert; ++e) {
     const int64_t g0 = start[static_cast<size_t>(e)], c = start[static_cast<size_t>(e + 1)] - g0;
-    if (direct) {
-      for (int64_t g = g0; g < g0 + c; ++g) {
-        const int64_t xr = lists[static_cast<size_t>(g)], yr = lists[static_cast<size_t>(n_slots + g)];
-        mul_packed(V, xg + xr * cols, cols, 1, yg + yr * m, m);
-      }
-      return;
-    }
-    mul_packed(V, xg + g0 * cols, cols, c, yg + g0 * m, m);  // <= 8 rows: the one-row bits per row
-  };
-  if (!S) {
-    for (int64_t e : used) run(expert_view(*P, e, m), e);
-  } else {
-    // Streamed: groups of at most the cache's slots; a group's uploads are queued first, so
-    // they overlap the products of the experts before them.
-    const int64_t group = experts_->slots();
-    for (size_t u0 = 0; u0 < used.size(); u0 += static_cast<size_t>(group)) {
-      const size_t u1 = std::min(used.size(), u0 + static_cast<size_t>(group));
-      std::vector<std::pair<uint8_t*, int>> held;
-      for (size_t u = u0; u < u1; ++u) {
-        int slot = 0;
-        uint8_t* mem = experts_->acquire(*S, used[u], &slot);
-        held.emplace_back(mem, slot);
-      }
-      for (size_t u = u0; u < u1; ++u) {
-        experts_->wait_ready(held[u - u0].second, ctx_->stream());
-        run(slot_view(*S, held[u - u0].first, weights_->tables.tables()), used[u]);
-      }
-      experts_->release_all(ctx_->stream());
+    if (c == 0) continue;
+    if (S) {  // streamed: from its slot, or read in place from host memory
+      bool resident = false;
+      const uint8_t* mem = experts_->planes(*S, e, &resident);
+      experts_->count_host(*S, resident);
+      mul_packed(slot_view(*S, const_cast<uint8_t*>(mem), weights_->tables.tables()), xg + g0 * cols, cols, c,
+                 yg + g0 * m, m);
+    } else {
+      mul_packed(expert_view(*P, e, m), xg + g0 * cols, cols, c, yg + g0 * m, m);  // <= 8 rows: one-row bits
     }
   }
-  if (!direct) {
-    const auto* dl = static_cast<const int32_t*>(moe_->dev);
-    launch_scatter_rows_f32(yg, m, n_slots, m, dl + n_slots, fp(y), fstride(y), ctx_->stream());
-  }
+  launch_scatter_rows_f32(yg, m, n_slots, m, dl + n_slots, fp(y), fstride(y), ctx_->stream());
 }
 
 void CudaBackend::moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
@@ -207,6 +274,8 @@ void CudaBackend::moe_combine(const Tensor& experts, const Tensor& weights, cons
 }
 
 ExpertCacheStats CudaBackend::expert_cache_stats() const { return experts_ ? experts_->stats() : ExpertCacheStats{}; }
+
+uint64_t CudaBackend::routed_id_downloads() const { return moe_->downloads; }
 
 void CudaBackend::reset_expert_cache_stats() {
   if (experts_) experts_->reset_stats();

@@ -17,20 +17,30 @@ struct PackedWeights {
   int32_t* iota = nullptr;                                  // 0, 1, 2, ...: row ids of weight tiles
   gemm::Tuner gemm_tiles;                                   // the prefill GEMM's tile per shape
   int64_t iota_n = 0;
+  // Resident expert stacks (weight_stack): by the stack's data, the device table of its
+  // experts' planes (2 * n_expert pointers: quant plane of expert e at [e], meta at [n_expert + e]).
+  std::unordered_map<const void*, const uint8_t**> expert_tables;
   ~PackedWeights() {
     if (iota) cudaFree(iota);
+    for (auto& [k, t] : expert_tables) cudaFree(t);
   }
 };
 
 
-// matmul_id's buffers: the routed ids on the host (pinned), and on the device the slot lists
-// and the gathered activation and product rows of a call. Grown outside graph captures only.
+// The device table of a resident stack's experts (P: n_expert matrices of m rows one after
+// another): 2 * n_expert plane pointers, quant plane of expert e at [e], meta at [n_expert + e].
+const uint8_t** make_expert_table(const cudamv::PackedWeight& P, int64_t n_expert, int64_t m);
+
+// matmul_id's buffers for calls of more than 8 rows: the routed ids on the host (pinned), and
+// on the device the slot lists and the gathered activation and product rows of a call.
+// Grown outside graph captures only.
 struct MoeBuffers {
   int32_t* host_ids = nullptr;     // pinned
   size_t host_ids_n = 0;
   const void* ids_of = nullptr;    // the ids tensor host_ids was downloaded from ...
   int64_t ids_rows = -1, ids_cols = -1;
   uint64_t ids_epoch = ~0ull;      // ... at this mutation epoch of I32 device data
+  uint64_t downloads = 0;          // downloads of routed ids so far
   void* dev = nullptr;             // lists, then gathered x, then gathered y
   size_t dev_bytes = 0;
   ~MoeBuffers();

@@ -192,6 +192,50 @@ struct Mk {
   static constexpr bool kQ2 = std::is_same_v<WB, BlockQ2_K>, kQ4 = std::is_same_v<WB, BlockQ4_K>,
                         kQ5 = std::is_same_v<WB, BlockQ5_K>, kQ6 = std::is_same_v<WB, BlockQ6_K>;
 
+  // One super-block's f32 step of an output: weight block wb, activation block ab, their
+  // exact scaled lane sums si (with the unpacked scales sc of wb).
+  static void step(const WB& wb, const AB& ab, const typename P::Scales& sc, __m256i si, __m256& acc,
+                   __m128& acc_m, float& summs) {
+    const float dw = simd::fp16(wb.d);
+    const float d = ab.d * dw;
+    const __m256i bsums = load256<Ops>(ab.bsums);
+    if constexpr (kQ2) {
+      const float dmin = -ab.d * simd::fp16(wb.dmin);
+      const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(
+          _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)), 4), _mm_set1_epi8(0x0f)));
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bsums)), acc);
+    }
+    if constexpr (kQ6) {
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+      si = _mm256_sub_epi32(si, _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(si), acc);
+    if constexpr (kQ4 || kQ5) {
+      const float dmin = -ab.d * simd::fp16(wb.dmin);
+      // bsum pairs per 32-element sub-block: hadd(bsums[0..7], bsums[8..15])
+      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+      const __m128i prod = _mm_madd_epi16(sc.mins16(), q8s);
+      if constexpr (kQ4) {
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+      } else {
+        __m128i t = _mm_add_epi32(prod, _mm_unpackhi_epi64(prod, prod));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+        summs = __builtin_fmaf(dmin, static_cast<float>(_mm_cvtsi128_si32(t)), summs);
+      }
+    }
+  }
+  // The output after the last super-block.
+  static float finish(__m256 acc, __m128 acc_m, float summs) {
+    float s = simd::hsum(acc);
+    if constexpr (kQ4) {
+      __m128 m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+      m = _mm_add_ss(m, _mm_movehdup_ps(m));
+      s += _mm_cvtss_f32(m);
+    }
+    if constexpr (kQ5) s += summs;
+    return s;
+  }
+
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     // independent integer chains per output: 2 when the tile is small (vec_dot, decode)
@@ -241,55 +285,16 @@ struct Mk {
         }
       }
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const WB& wb = w[r][b];
-        const float dw = simd::fp16(wb.d);
+      for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
-          const AB& ab = a[c][b];
           __m256i si = sumi[0][r][c];
           if constexpr (U == 2) si = _mm256_add_epi32(si, sumi[U - 1][r][c]);
-          const float d = ab.d * dw;
-          const __m256i bsums = load256<Ops>(ab.bsums);
-          if constexpr (kQ2) {
-            const float dmin = -ab.d * simd::fp16(wb.dmin);
-            const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(
-                _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)), 4), _mm_set1_epi8(0x0f)));
-            acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bsums)),
-                                        acc[r][c]);
-          }
-          if constexpr (kQ6) {
-            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
-            si = _mm256_sub_epi32(si, _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5));
-          }
-          acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(si), acc[r][c]);
-          if constexpr (kQ4 || kQ5) {
-            const float dmin = -ab.d * simd::fp16(wb.dmin);
-            // bsum pairs per 32-element sub-block: hadd(bsums[0..7], bsums[8..15])
-            const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-            const __m128i prod = _mm_madd_epi16(scales[r].mins16(), q8s);
-            if constexpr (kQ4) {
-              acc_m[r][c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r][c]);
-            } else {
-              __m128i t = _mm_add_epi32(prod, _mm_unpackhi_epi64(prod, prod));
-              t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
-              summs[r][c] = __builtin_fmaf(dmin, static_cast<float>(_mm_cvtsi128_si32(t)), summs[r][c]);
-            }
-          }
+          step(w[r][b], a[c][b], scales[r], si, acc[r][c], acc_m[r][c], summs[r][c]);
         }
-      }
     }
     for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) {
-        float s = simd::hsum(acc[r][c]);
-        if constexpr (kQ4) {
-          __m128 m = _mm_add_ps(acc_m[r][c], _mm_movehl_ps(acc_m[r][c], acc_m[r][c]));
-          m = _mm_add_ss(m, _mm_movehdup_ps(m));
-          s += _mm_cvtss_f32(m);
-        }
-        if constexpr (kQ5) s += summs[r][c];
-        out[r * C + c] = s;
-      }
+      for (int c = 0; c < C; ++c) out[r * C + c] = finish(acc[r][c], acc_m[r][c], summs[r][c]);
   }
 };
 

@@ -1,6 +1,6 @@
 // AVX-512 (VNNI) kernels of Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 NVFP4: block32_mk.h with vpdpbusd for
-// the lane sums, and a packed 512-bit GEMM for several activation rows (Q4_0, Q5_0, NVFP4,
-// and Q8_0).
+// the lane sums, and packed GEMMs for several activation rows: block32_vnni512.h for Q4_0,
+// Q5_0 and Q8_0 (one scale per group), the 512-bit pair kernel below for NVFP4.
 // Bit-identical to the scalar reference and to ggml's vec_dot.
 #include <immintrin.h>
 
@@ -15,6 +15,7 @@
 #endif
 
 #include "quant/cpu/block32_mk.h"
+#include "quant/cpu/block32_vnni512.h"
 #include "quant/cpu/kernels.h"
 #include "quant/cpu/registry.h"
 #include "quant/cpu/simd_avx2.h"
@@ -27,7 +28,7 @@ struct Ops {
 };
 
 
-// ---------------- VNNI GEMM over packed tiles (Q4_0, Q5_0, NVFP4) ----------------
+// ---------------- VNNI GEMM over packed tiles (NVFP4: two scales per group) ----------------
 
 // Several activation rows: the formats with one accumulator per output (no mins, no MXFP4
 // accumulator pairs) put two activation rows side by side in a 512-bit vector, lanes 0-7
@@ -248,15 +249,19 @@ void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, 
 
 // Weight formats with the block32 microkernel; with the packed VNNI GEMM from 4 activation
 // rows on where the format allows it (one accumulator per output).
-template <template <class> class Policy>
+// RowsDecode: weight rows per decode tile (independent f32 chains, same bits per output).
+template <template <class> class Policy, int RowsDecode = 1>
 struct Block32Simd {
   using P = Policy<Ops>;
-  using Mk = block32::Mk<Ops, Policy, 4, 4, 1>;
+  using Mk = block32::Mk<Ops, Policy, 4, 4, RowsDecode>;
   static constexpr bool kVnni = !P::kMins && !P::kPairs;
+  static constexpr bool kScalarScale = kVnni && P::kGroupsPerBlock == 1;  // block32_vnni512.h
   static constexpr bool kShapeFree = true;  // both paths keep block32::Mk's order per output
   static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
                    size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
-    if (kVnni && n_act >= 4)
+    if (kScalarScale && n_act >= 4)
+      block32v::Gemm<P>::run(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+    else if (kVnni && n_act >= 4)
       vnni::gemm<P>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else
       tiled::gemm<Mk>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
@@ -266,6 +271,9 @@ struct Block32Simd {
 // This file's part of the registry (registry.h); activations use the registry's quantisers.
 template <class F>
 struct Simd {};
+// Decode tiles of one weight row: 4-row tiles measured faster on L3-resident weights
+// (microbench) but 2x slower in a model's decode (weights streamed from memory; rows
+// are contiguous, one row after another reads one stream).
 template <> struct Simd<quant::FormatQ4_0> : Block32Simd<block32::PQ4_0> {};
 template <> struct Simd<quant::FormatQ4_1> : Block32Simd<block32::PQ4_1> {};
 template <> struct Simd<quant::FormatQ5_0> : Block32Simd<block32::PQ5_0> {};
@@ -281,7 +289,7 @@ struct Simd<quant::FormatQ8_0> {
   static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
                    size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
     if (n_act >= 4)
-      vnni::gemm<block32::PQ8_0<Ops>>(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+      block32v::Gemm<block32::PQ8_0<Ops>>::run(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else if (n_act == 1)
       exact8::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else

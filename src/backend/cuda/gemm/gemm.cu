@@ -38,7 +38,8 @@ cudamv::PlanarView view_of(const cudamv::PackedWeight& W) {
                             static_cast<const cudamv::DevTables*>(W.tables)};
 }
 
-bool run(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t ys, int code, cudaStream_t s) {
+bool run_tile(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t ys, int code,
+              cudaStream_t s) {
   const cudamv::PlanarView v = view_of(W);
   const auto* x = reinterpret_cast<const __half*>(xh);
   return gemm_fast(W.type, v, x, n, y, ys, code, s) || gemm_raw_basic(W.type, v, x, n, y, ys, code, s) ||
@@ -64,17 +65,37 @@ void convert_x_f16(const float* x, int64_t x_stride, int64_t n, int64_t k, uint1
 void gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s) {
   if (!supported(W)) throw Error("cuda gemm: weight not supported (cols must be a multiple of 64)");
   if (n <= 0) return;
-  if (!run(W, xh, n, y, y_stride, 0, s)) quant::throw_unsupported_type(W.type);
+  if (!run_tile(W, xh, n, y, y_stride, 0, s)) quant::throw_unsupported_type(W.type);
+}
+
+bool Tuner::run(int code, const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride,
+               cudaStream_t s, bool capturing) {
+  if (code >= kBlasRows && code <= kBlasPiped)
+    return blas_.gemm(W, xh, n, y, y_stride, s, capturing, code - kBlasRows + 1);
+  return run_tile(W, xh, n, y, y_stride, code, s);
+}
+
+namespace {
+std::tuple<int, int64_t, int64_t, int64_t> shape_key(const cudamv::PackedWeight& W, int64_t n) {
+  return std::make_tuple(static_cast<int>(W.type), W.rows, W.cols, (n + 63) / 64);
+}
+}  // namespace
+
+int Tuner::picked(const cudamv::PackedWeight& W, int64_t n) const {
+  const auto it = best_.find(shape_key(W, n));
+  return it == best_.end() ? 0 : it->second;
 }
 
 void Tuner::gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride,
                  cudaStream_t s, bool capturing) {
   if (!supported(W)) throw Error("cuda gemm: weight not supported (cols must be a multiple of 64)");
   if (n <= 0) return;
-  const auto key = std::make_tuple(static_cast<int>(W.type), W.rows, W.cols, (n + 63) / 64);
+  const auto key = shape_key(W, n);
   const auto it = best_.find(key);
   if (it != best_.end() || capturing) {
-    if (!run(W, xh, n, y, y_stride, it != best_.end() ? it->second : 0, s)) quant::throw_unsupported_type(W.type);
+    // a Blas pick falls back to the default tile inside a capture before its first use
+    if (it != best_.end() && run(it->second, W, xh, n, y, y_stride, s, capturing)) return;
+    if (!run_tile(W, xh, n, y, y_stride, 0, s)) quant::throw_unsupported_type(W.type);
     return;
   }
   cudaEvent_t e[2];
@@ -82,25 +103,28 @@ void Tuner::gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, f
     if (cudaEventCreate(&ev) != cudaSuccess) throw Error("cuda gemm: cudaEventCreate failed");
   int best = 0;
   float best_ms = 0.0f;
-  for (int code = 1; code <= 4; ++code) {
+  for (int code = 1; code <= kLast; ++code) {
+    if (code >= kBlasRows && n <= kBlasMinRows) break;
+    if (!run(code, W, xh, n, y, y_stride, s, false)) continue;  // warm-up (module load, first allocation)
     if (cudaEventRecord(e[0], s) != cudaSuccess) throw Error("cuda gemm: cudaEventRecord failed");
-    if (!run(W, xh, n, y, y_stride, code, s)) continue;
+    run(code, W, xh, n, y, y_stride, s, false);
     float ms = 0.0f;
     if (cudaEventRecord(e[1], s) != cudaSuccess || cudaEventSynchronize(e[1]) != cudaSuccess ||
         cudaEventElapsedTime(&ms, e[0], e[1]) != cudaSuccess)
-      throw Error("cuda gemm: timing a tile failed");
+      throw Error("cuda gemm: timing a candidate failed");
     if (best == 0 || ms < best_ms) best = code, best_ms = ms;
   }
   cudaEventDestroy(e[0]);
   cudaEventDestroy(e[1]);
   if (best == 0) quant::throw_unsupported_type(W.type);
   best_[key] = best;
+  run(best, W, xh, n, y, y_stride, s, false);  // y from the pick
 }
 
 bool gemm_variant(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, int code,
                   cudaStream_t s) {
   if (!supported(W) || n <= 0) return false;
-  return run(W, xh, n, y, y_stride, code, s);
+  return run_tile(W, xh, n, y, y_stride, code, s);
 }
 
 }  // namespace df::cuda::gemm

@@ -42,19 +42,62 @@ void gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y
 bool gemm_variant(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride,
                   int code, cudaStream_t s);
 
-// The block tile per problem, picked by timing: the first call of a (type, rows, cols, rows
-// of x rounded up to 64) times every tile once (events on the stream, outside a graph
-// capture) and keeps the fastest. The tile does not change the result: every tile sums a
-// y element's products in the same order (64-column steps, the mma's fixed k16 order), so
-// the pick changes the speed only. One per backend (no global state).
-class Tuner {
+// The cuBLAS path (gemm_blas.cu): W dequantized to f16 a slab at a time into a scratch of
+// kSlabBytes (never the whole expanded matrix when it is larger; the scratch is reused by every
+// weight), each slab multiplied by cublasGemmEx (f16 x f16, f32 accumulate, f32 out: the
+// numerics of the tile kernel, another summation order). One per backend: the cuBLAS handle,
+// the slab and cuBLAS's workspace (allocated on the first call, on the current device).
+class Blas {
  public:
-  // y as gemm(); the first call of a shape runs the GEMM once per tile (the last run leaves y).
-  void gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s,
-            bool capturing);
+  static constexpr size_t kSlabBytes = size_t{64} << 20, kWorkspaceBytes = size_t{32} << 20;
+  Blas() = default;
+  ~Blas();
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+  // y as gemm(). mode 1: slabs of whole rows; 2: slabs of columns of every row (accumulated
+  // in y); 3: slabs of rows in the two halves of the scratch, the next dequantized on a side
+  // stream while the last is multiplied; 0: the default (1). slab_bytes: the scratch used
+  // (0: all of kSlabBytes). False when W is not supported or, while capturing, the first
+  // call has not happened yet (nothing allocated inside a capture): the caller takes gemm().
+  bool gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s,
+            bool capturing, int mode = 0, size_t slab_bytes = 0);
 
  private:
+  bool ready(bool capturing);
+  void* handle_ = nullptr;  // cublasHandle_t
+  void* slab_ = nullptr;
+  void* workspace_ = nullptr;
+  cudaStream_t side_ = nullptr;     // dequantizes the next slab (mode 3)
+  cudaEvent_t events_[5] = {};     // fork, slab ready x2, slab done x2
+};
+
+// The path per problem, picked by timing: the first call of a (type, rows, cols, rows of x
+// rounded up to 64) runs every tile of the kernel and the three slab modes of Blas (each once to
+// warm up, once timed: events on the stream, outside a graph capture) and keeps the fastest.
+// The tiles sum a y element's products in the same order (64-column steps, the mma's fixed
+// k16 order), so a pick among them changes the speed only; cuBLAS sums in its own order (the
+// same f16 operands and f32 sums: ~1e-7 NMSE from the tiles). One per backend (no global
+// state).
+class Tuner {
+ public:
+  // Candidate codes: 1..4 the tiles (gemm_kernel.cuh), 5 Blas rows, 6 Blas columns, 7 Blas
+  // piped rows. Blas is a candidate only for n > kBlasMinRows: up to one 64-row tile of x the
+  // tile kernel reads each quantized weight once, while a slab is written and read back as
+  // f16 (~5x the bytes of a Q8_0 weight), so the tiles win there, and those calls keep the
+  // tiles' bits (a timing pick between nearly equal paths would flip them from run to run).
+  static constexpr int kBlasRows = 5, kBlasCols = 6, kBlasPiped = 7, kLast = 7;
+  static constexpr int64_t kBlasMinRows = 64;
+  // y as gemm(); the first call of a shape runs every candidate twice (the last run leaves y).
+  void gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s,
+            bool capturing);
+  // The candidate picked for a shape (0 when not tuned yet): for the workbench and reports.
+  int picked(const cudamv::PackedWeight& W, int64_t n) const;
+
+ private:
+  bool run(int code, const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride,
+           cudaStream_t s, bool capturing);
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, int> best_;
+  Blas blas_;
 };
 
 }  // namespace df::cuda::gemm

@@ -133,6 +133,18 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   const int64_t g2 = pair || f.nmat < 3 ? 0 : (f.rows[1] + per_group - 1) / per_group;
   const int64_t ngroups = g0 + g1 + g2;
 
+  // Routed experts: this grid row's slot picks its expert's planes, x row and y row.
+  const uint8_t* fq0 = f.q[0];
+  const uint8_t* fm0 = f.m[0];
+  if (f.ids) {
+    const int s = static_cast<int>(blockIdx.y);
+    int e = f.ids[s];
+    e = e < 0 ? 0 : e < f.n_expert ? e : f.n_expert - 1;
+    v.q = f.table[0][e], v.m = f.table[0][f.n_expert + e];
+    if (f.nmat > 1) fq0 = f.table[1][e], fm0 = f.table[1][f.n_expert + e];
+    x += static_cast<int64_t>(s / f.x_div) * v.cols;
+    y += static_cast<int64_t>(s) * v.rows;
+  }
   const uint8_t* qr[RW];
   const uint8_t* mr[RW];
   int mat = 0;        // the matrix of the current group
@@ -140,8 +152,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   // Per-matrix fields by constant index only (a run-time index into the kernel parameters
   // copies them to local memory: measured ~10 % slower on short rows).
   auto rows_of = [&](int m) { return m == 0 ? v.rows : m == 1 ? f.rows[0] : f.rows[1]; };
-  auto q_of = [&](int m) { return m == 0 ? v.q : m == 1 ? f.q[0] : f.q[1]; };
-  auto m_of = [&](int m) { return m == 0 ? v.m : m == 1 ? f.m[0] : f.m[1]; };
+  auto q_of = [&](int m) { return m == 0 ? v.q : m == 1 ? fq0 : f.q[1]; };
+  auto m_of = [&](int m) { return m == 0 ? v.m : m == 1 ? fm0 : f.m[1]; };
   auto set_rows = [&](int64_t g) {
     mat = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;
     lg = mat == 0 ? g : mat == 1 ? g - g0 : g - g0 - g1;
@@ -153,8 +165,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
       if (pair) {
         int64_t row = lg * row_warps + wg;
         row = row < v.rows ? row : v.rows - 1;  // clamped: loads stay valid, the write is skipped
-        qr[r] = (r == 0 ? v.q : f.q[0]) + row * v.q_row_bytes;
-        mr[r] = (r == 0 ? v.m : f.m[0]) + row * v.m_row_bytes;
+        qr[r] = (r == 0 ? v.q : fq0) + row * v.q_row_bytes;
+        mr[r] = (r == 0 ? v.m : fm0) + row * v.m_row_bytes;
       } else {
         int64_t row = (lg * row_warps + wg) * RW + r;
         row = row < rows ? row : rows - 1;

@@ -37,8 +37,11 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
   const int64_t per_group = pair ? kWarps / wpr : kWarps / wpr * RW;
   int64_t ngroups = (v.rows + per_group - 1) / per_group;
   for (int i = 0; !pair && i + 1 < f.nmat; ++i) ngroups += (f.rows[i] + per_group - 1) / per_group;
-  const int64_t blocks = std::min<int64_t>(ngroups, int64_t{sms} * std::max(occ, 1));
-  kernel<<<static_cast<unsigned>(blocks), kWarps * 32, smem, s>>>(v, x, y, f, wpr);
+  // Routed experts: one grid row per slot, the resident blocks shared among the rows.
+  const int64_t slots = f.ids ? f.n_slots : 1;
+  const int64_t resident = int64_t{sms} * std::max(occ, 1);
+  const int64_t blocks = std::min<int64_t>(ngroups, std::max<int64_t>(1, (resident + slots - 1) / slots));
+  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(slots)), kWarps * 32, smem, s>>>(v, x, y, f, wpr);
 }
 
 // Whether a launch of (A, N, RW) can do the fusions of f: the norm prologue needs the

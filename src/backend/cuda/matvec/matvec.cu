@@ -141,6 +141,13 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
   f.swiglu = fu.swiglu;
   f.norm_w = fu.norm_w;
   f.eps = fu.eps;
+  if (fu.ids) {
+    if (n != 1 || fu.n_slots < 1 || fu.n_slots > 65535 || fu.n_expert < 1 || fu.x_div < 1 || !fu.table[0] ||
+        (f.nmat > 1 && (!fu.table[1] || !fu.swiglu)) || fu.norm_w)
+      throw Error("CUDA matvec: bad routed-expert launch");
+    f.ids = fu.ids, f.table[0] = fu.table[0], f.table[1] = fu.table[1];
+    f.n_slots = fu.n_slots, f.n_expert = fu.n_expert, f.x_div = fu.x_div;
+  }
   Mv r = matvec_fast(W, x, y, n, stream, f);
   if (r == Mv::kNoType) {
     const PlanarView v = raw_view(W);

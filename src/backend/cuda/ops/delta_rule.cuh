@@ -2,8 +2,8 @@
 // head h (key head h % Hk) with state S_h [d rows j (value dim), d cols i (key dim)]:
 //   S_h *= exp(g[t][h]);  delta_j = (v_j - S_h[j] . k) * beta[t][h];  S_h[j] += delta_j * k;
 //   out[t][h*d + j] = (S_h[j] . q) * scale
-// Rows j are independent: one warp per (h, j) keeps row S_h[j] (d / 32 floats per lane) in
-// registers over the whole chunk and writes it back once.
+// Rows j are independent: a group of G lanes per (h, j) keeps row S_h[j] (d / G floats per
+// lane) in registers over the whole chunk and writes it back once (G = 32: a warp per row).
 // q, k [n, Hk*d], v [n, Hv*d], g, beta [n, Hv], out [n, Hv*d] (row strides in floats);
 // state [Hv*d, d] dense. snapshots (may be null): slot t (t < n_snapshots) receives the state
 // after row t, each slot [Hv*d, d] dense. d in {32, 64, 128, 256}.
@@ -38,6 +38,13 @@ struct DeltaRuleArgs {
 };
 
 bool delta_rule_head_size_supported(int32_t d);
-void launch_gated_delta_rule(const DeltaRuleArgs& a, cudaStream_t s);
+void launch_gated_delta_rule(const DeltaRuleArgs& a, cudaStream_t s);  // the default lanes per row
+// The lanes per row the backend uses for head size d.
+int delta_rule_default_lanes(int32_t d);
+// With G = `lanes` lanes per state row (d 32: 8, 4; 64: 16, 8, 4; 128: 32, 16, 8; 256: 32,
+// 16: d / G a multiple of 4, at most 16 floats a lane); false when that G is not built for d.
+// Same function as every other G (another summation order inside a row sum). q, k, state and
+// snapshots 16-byte aligned, q/k strides multiples of 4 (df::Error otherwise).
+bool launch_gated_delta_rule_lanes(const DeltaRuleArgs& a, int lanes, cudaStream_t s);
 
 }  // namespace df::cuda

@@ -24,5 +24,11 @@ bool flash_prefill_supported(int32_t head_dim);  // 64, 128, 256
 void launch_flash_prefill(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                           int64_t kv_stride, const int32_t* pos, const AttnArgs& a, float* out, int64_t out_stride,
                           cudaStream_t s);
+// The same with 1 or 2 stages of K/V tiles in shared memory (2: the next tile loads by
+// cp.async while this one is used; more shared memory a block); the default per head size:
+int flash_prefill_default_stages(int32_t head_dim);
+void launch_flash_prefill_stages(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
+                                 int64_t kv_stride, const int32_t* pos, const AttnArgs& a, float* out,
+                                 int64_t out_stride, int stages, cudaStream_t s);
 
 }  // namespace df::cuda

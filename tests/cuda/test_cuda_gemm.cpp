@@ -1,0 +1,79 @@
+// The prefill GEMM's paths (src/backend/cuda/gemm) against the CPU reference (src/quant
+// dequantize_ref, f64 dot) for every weight format: the tile kernel and the three slab modes of
+// the cuBLAS path (gemm::Blas) with slabs small enough that a matrix takes several of them (rows,
+// columns accumulated in y, rows piped through the two halves on a side stream), every output
+// written (NaN poison), the Tuner's pick the same function (and a tile for n <= 64); an n that
+// is no multiple of the tiles. Budget: f16 operands (relative 2^-11 each), f32 sums: NMSE ~1e-7; 1e-5 held.
+// Skipped with a message when no GPU is present.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/cuda/gemm/gemm.cuh"
+#include "backend/cuda/matvec/matvec.cuh"
+#include "matvec_testing.h"
+
+namespace df::cuda::gemm {
+namespace {
+
+namespace mt = cudamv::testing;
+constexpr double kBudget = 1e-5;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+template <class T>
+struct DeviceBuffer {
+  T* p = nullptr;
+  explicit DeviceBuffer(size_t n) { EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(p); }
+};
+
+TEST(CudaGemm, TilesAndBlasSlabsEveryFormat) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: the CUDA GEMM tests need a GPU";
+  cudamv::Context ctx;
+  Blas blas;
+  const int64_t rows = 600, cols = 1024;  // 600: no multiple of 128 (a partial slab and tile)
+  const int n = 77;
+  for (GgmlType t : mt::all_weight_types()) {
+    SCOPED_TRACE(std::string(type_name(t)));
+    const auto blocks = mt::random_blocks(t, cols, rows, 500 + static_cast<uint64_t>(t));
+    const auto w = mt::dequant_rows(t, blocks.data(), cols, rows);
+    const auto x = mt::random_x(n * cols, 501);
+    const auto ref = mt::reference(w, x, cols, rows, n);
+    const cudamv::PackedWeight W = cudamv::pack_weight(ctx, t, cols, rows, blocks.data());
+    ASSERT_TRUE(supported(W));
+    DeviceBuffer<float> dx(x.size()), dy(static_cast<size_t>(n) * rows);
+    DeviceBuffer<uint16_t> dxh(x.size());
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    convert_x_f16(dx.p, cols, n, cols, dxh.p, nullptr);
+    auto check = [&](const std::string& what, auto&& run) {
+      ASSERT_EQ(cudaMemset(dy.p, 0xff, static_cast<size_t>(n) * rows * 4), cudaSuccess);  // NaN poison
+      ASSERT_TRUE(run()) << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      std::vector<float> y(static_cast<size_t>(n) * rows);
+      ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_LE(mt::nmse(y.data(), ref.data(), y.size()), kBudget) << what;  // inf for an unwritten NaN
+    };
+    check("tile kernel", [&] { return gemm_variant(W, dxh.p, n, dy.p, rows, 0, nullptr); });
+    // slabs: rows 128 a slab (5), columns 256 a slab (4), piped rows 128 a half (5)
+    check("blas rows", [&] { return blas.gemm(W, dxh.p, n, dy.p, rows, nullptr, false, 1, 128 * cols * 2); });
+    check("blas cols", [&] { return blas.gemm(W, dxh.p, n, dy.p, rows, nullptr, false, 2, rows * 256 * 2); });
+    check("blas piped", [&] { return blas.gemm(W, dxh.p, n, dy.p, rows, nullptr, false, 3, 2 * 128 * cols * 2); });
+    check("blas default", [&] { return blas.gemm(W, dxh.p, n, dy.p, rows, nullptr, false); });
+    Tuner tuner;
+    check("tuner", [&] { return tuner.gemm(W, dxh.p, n, dy.p, rows, nullptr, false), true; });
+    EXPECT_GE(tuner.picked(W, n), 1);
+    check("tuner, tuned", [&] { return tuner.gemm(W, dxh.p, n, dy.p, rows, nullptr, false), true; });
+    tuner.gemm(W, dxh.p, 40, dy.p, rows, nullptr, false);  // n <= kBlasMinRows: a tile, never a slab
+    EXPECT_GE(tuner.picked(W, 40), 1);
+    EXPECT_LE(tuner.picked(W, 40), 4);
+  }
+}
+
+}  // namespace
+}  // namespace df::cuda::gemm
