@@ -111,17 +111,16 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
     b_.rms_norm(e, enorm_, m.rms_eps, cat.slice_cols(0, dim));    // cat [n, 2 * dim] = [enorm(e) ; hnorm(h)]
     b_.rms_norm(hidden_prev, hnorm_, m.rms_eps, cat.slice_cols(dim, dim));
     b_.matmul(eh_proj_, cat, x);                                  // x [n, dim]
-    b_.rms_norm(x, block_.attn_norm, m.rms_eps, xn);
+    // x += attention(attn_norm(x)); x += ffn(post_attention_norm(x)), through the fused
+    // blocks the trunk uses (the same ops in the same order on the CPU; fewer launches on CUDA)
     KvCache* caches[1] = {&st->cache};
-    blocks::attention(b_, block_.attn, shape_, attn_, in, caches, xn);
-    b_.add(x, xn);                                                // residual
+    blocks::attention_residual(b_, block_.attn, shape_, attn_, in, caches, x, block_.attn_norm, xn);
     if (hp_.moe) {
       moe_ffn_residual(b_, hp_.moe_shape, block_.moe, moe_, x, block_.post_norm, m.rms_eps, xn,
                        ffn_out_.slice_rows(0, n));                 // x += MoE(post_norm(x))
     } else {
-      b_.rms_norm(x, block_.post_norm, m.rms_eps, xn);
-      blocks::swiglu_ffn(b_, block_.ffn, xn, gate_.slice_rows(0, n), up_.slice_rows(0, n), xn);
-      b_.add(x, xn);
+      blocks::swiglu_ffn_residual(b_, block_.ffn, x, block_.post_norm, m.rms_eps, xn, gate_.slice_rows(0, n),
+                                  up_.slice_rows(0, n));
     }
     return blocks::output_head(b_, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
   };

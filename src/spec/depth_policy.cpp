@@ -8,39 +8,78 @@ namespace df::spec {
 namespace {
 
 constexpr double kDecay = 0.95;      // weight of the past per observation
-constexpr double kPriorHits = 1.6;   // prior: 0.8 acceptance with the weight of 2 drafts
-constexpr double kPriorTries = 2.0;
-constexpr double kCostKeep = 0.8;    // weight of the cost table per new timing
+constexpr double kPriorHits = 0.8;   // prior: 0.8 acceptance with the weight of 1 draft (optimistic:
+constexpr double kPriorTries = 1.0;  // one failed cycle is enough to bring it below 0.4)
 
 }  // namespace
 
-DepthPolicy::DepthPolicy(int max_depth, bool fixed, std::vector<double> verify, double head)
-    : max_depth_(max_depth), fixed_(fixed), verify_(std::move(verify)), head_(head),
-      hits_(static_cast<size_t>(max_depth), kPriorHits), tries_(static_cast<size_t>(max_depth), kPriorTries),
-      cycle_(static_cast<size_t>(max_depth) + 1, 0.0), seen_(static_cast<size_t>(max_depth) + 1, 0) {
+void DepthPolicy::Ring::push(double x) {
+  v[static_cast<size_t>(next)] = x;
+  next = (next + 1) % kWindow;
+  n = std::min(n + 1, kWindow);
+}
+
+double DepthPolicy::Ring::median() const {
+  std::array<double, kWindow> s = v;
+  std::sort(s.begin(), s.begin() + n);
+  return n % 2 ? s[static_cast<size_t>(n / 2)] : 0.5 * (s[static_cast<size_t>(n / 2 - 1)] + s[static_cast<size_t>(n / 2)]);
+}
+
+DepthPolicy::DepthPolicy(int max_depth, bool fixed, std::vector<double> table)
+    : max_depth_(max_depth), fixed_(fixed), table_(std::move(table)),
+      hits_(static_cast<size_t>(std::max(max_depth, 0)), kPriorHits),
+      tries_(static_cast<size_t>(std::max(max_depth, 0)), kPriorTries),
+      obs_(static_cast<size_t>(std::max(max_depth, 0)) + 1), seen_(static_cast<size_t>(std::max(max_depth, 0)) + 1, 0) {
   if (max_depth < 1) throw Error("draft depth must be at least 1");
-  if (static_cast<int>(verify_.size()) < max_depth + 1) throw Error("cost table shorter than the deepest draft + 1");
+  if (static_cast<int>(table_.size()) < max_depth + 1) throw Error("cost table shorter than the deepest draft + 1");
+  for (int d = 0; d <= max_depth; ++d)
+    if (!(table_[static_cast<size_t>(d)] > 0.0)) throw Error("cost table entries must be positive");
 }
 
 void DepthPolicy::observe_cycle(int depth, double seconds) {
-  if (depth < 0 || depth > max_depth_) return;
+  if (depth < 0 || depth > max_depth_ || !(seconds > 0.0)) return;
+  const auto d = static_cast<size_t>(depth);
   // The first cycles of a depth run eagerly and record its graphs (CUDA): not its cost.
-  if (seen_[static_cast<size_t>(depth)]++ < kWarmCycles) return;
-  double& c = cycle_[static_cast<size_t>(depth)];
-  c = c > 0.0 ? kCostKeep * c + (1.0 - kCostKeep) * seconds : seconds;
+  if (seen_[d]++ < kWarmCycles) return;
+  obs_[d].push(seconds);
+  (depth == 0 ? ratio_plain_ : ratio_spec_).push(seconds / table_[d]);
 }
 
 double DepthPolicy::acceptance(int i) const { return hits_[static_cast<size_t>(i)] / tries_[static_cast<size_t>(i)]; }
 
-double DepthPolicy::expected_rate(int depth) const {
+double DepthPolicy::cycle_seconds(int depth) const {
+  const auto d = static_cast<size_t>(depth);
+  if (obs_[d].n >= kMinObs) return obs_[d].median();
+  // The table scaled as the observed cycles of its kind (speculative or plain), else the other.
+  const Ring& own = depth == 0 ? ratio_plain_ : ratio_spec_;
+  const Ring& other = depth == 0 ? ratio_spec_ : ratio_plain_;
+  return table_[d] * (own.n > 0 ? own.median() : other.n > 0 ? other.median() : 1.0);
+}
+
+double DepthPolicy::expected_tokens(int depth) const {
   double e = 1.0, run = 1.0;
   for (int i = 0; i < depth; ++i) {
     run *= acceptance(i);
     e += run;
   }
-  const double measured = cycle_[static_cast<size_t>(depth)];
-  const double t = measured > 0.0 ? measured : verify_[static_cast<size_t>(depth)] + depth * head_;
-  return e / std::max(t, 1e-12);
+  return e;
+}
+
+double DepthPolicy::expected_rate(int depth) const {
+  return expected_tokens(depth) / std::max(cycle_seconds(depth), 1e-12);
+}
+
+int DepthPolicy::best_speculative(int limit) const {
+  int best = 1;
+  double best_rate = expected_rate(1);
+  for (int d = 2; d <= limit; ++d) {
+    const double r = expected_rate(d);
+    if (r > best_rate) {
+      best = d;
+      best_rate = r;
+    }
+  }
+  return best;
 }
 
 int DepthPolicy::next(int limit) {
@@ -48,31 +87,32 @@ int DepthPolicy::next(int limit) {
   if (limit <= 0) return 0;
   if (fixed_) return limit;
   if (plain_left_ > 0) {
-    --plain_left_;
-    probing_ = plain_left_ == 0;
-    return probing_ ? 1 : 0;  // the stretch ends with a probe
+    if (--plain_left_ > 0) return 0;
+    probing_ = true;  // the stretch ends with a probe at the most promising depth
+    return best_speculative(limit);
   }
   const bool after_probe = probing_;
   probing_ = false;
-  int best = 0;
-  double best_rate = expected_rate(0);
-  for (int d = 1; d <= limit; ++d) {
-    const double r = expected_rate(d);
-    if (r > best_rate) {
-      best = d;
-      best_rate = r;
-    }
-  }
-  if (best == 0) {
-    stretch_ = after_probe ? std::min(2 * stretch_, kMaxPlainStretch) : kPlainStretch;
+  const int spec = best_speculative(limit);
+  if (expected_rate(spec) <= expected_rate(0)) {
+    // Stretches grow while probes fail; a probe whose drafts were all accepted restarts them.
+    stretch_ = after_probe && !probe_ok_ ? std::min(kStretchGrowth * stretch_, kMaxPlainStretch) : kPlainStretch;
     plain_left_ = stretch_;
     return next(limit);
   }
   stretch_ = kPlainStretch;
-  return best;
+  if (++since_explore_ >= kExplore && limit > 1) {
+    since_explore_ = 0;
+    const int up = spec + 1, down = spec - 1;
+    const bool go_up = explore_up_ ? up <= limit : down < 1;
+    explore_up_ = !explore_up_;
+    return go_up ? std::min(up, limit) : std::max(down, 1);
+  }
+  return spec;
 }
 
 void DepthPolicy::record(int depth, int accepted) {
+  probe_ok_ = probing_ && accepted == depth;
   // Position i was tried when every draft before it was accepted.
   for (int i = 0; i < depth && i <= accepted; ++i) {
     auto k = static_cast<size_t>(i);

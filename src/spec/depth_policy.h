@@ -1,15 +1,20 @@
 // Adaptive draft depth: a running estimate of how often the draft at each position is
-// accepted, and a cost table (seconds of a trunk forward of k rows, of one head row) measured
-// on the running machine. Before each cycle it picks the depth with the most expected tokens
-// per second; depth 0 (plain decoding) runs for a stretch of tokens, then a depth-1 probe
-// refreshes the estimate; stretches double while probes keep choosing plain decoding.
+// accepted, and of what a cycle of each depth costs on the running machine. Before each cycle
+// it picks the depth with the most expected tokens per second; depth 0 (plain decoding) runs
+// for a stretch of tokens, then a probe at the best speculative depth refreshes the estimate;
+// stretches grow (x4) while probes fail (a probe whose drafts all pass restarts them).
 //
 // Expected tokens of a cycle of depth N (a_i: acceptance at draft position i, given that the
 // drafts before it were accepted):  E(N) = 1 + sum_{i=1..N} prod_{k<=i} a_k
-// Its time:                          T(N) = verify(N + 1) + N * head, until cycles of depth N
-//                                    have run: then their measured time (a running average)
-// Plain decoding:                    E(0) / T(0) = 1 / verify(1)
+// Its time T(N): the median of the last kWindow observed cycles of depth N (robust to the
+// outliers of a loaded machine or a graph recording); until kMinObs have been seen, the
+// start-up table's guess times the median ratio observed / table of the recent speculative
+// cycles (plain steps for depth 0), so that a machine slower or faster than at start, or a
+// table measured before the device graphs were recorded, moves every guess alike.
+// Every kExplore speculative cycles one cycle runs a neighbouring depth (best + 1, best - 1 by
+// turns), so that the acceptance at the next position and the neighbours' costs stay current.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -17,36 +22,50 @@ namespace df::spec {
 
 class DepthPolicy {
  public:
-  // verify[k-1]: seconds of a trunk forward of k rows, k = 1..max_depth+1; head: one head row.
-  DepthPolicy(int max_depth, bool fixed, std::vector<double> verify, double head);
+  // table[d]: first-guess seconds of a cycle of depth d = 0..max_depth (0: a plain step),
+  // measured at start.
+  DepthPolicy(int max_depth, bool fixed, std::vector<double> table);
   // The depth for the next cycle (0: a plain step), at most `limit`.
   int next(int limit);
   // After a cycle of depth `depth` that accepted `accepted` drafts (0..depth).
   void record(int depth, int accepted);
-  // A measured time of this run: a trunk forward of `rows` rows (with its argmax) or of one
-  // head row; the cost table follows them (the start-up table is a first guess).
   // A whole cycle of depth `depth` (0: a plain step) as it ran: head, verify, accept.
-  // Once a depth has been observed, its measured cycle time replaces the table's estimate.
   void observe_cycle(int depth, double seconds);
-  double acceptance(int i) const;  // estimate at draft position i (0-based)
-  static constexpr int kPlainStretch = 16;     // plain steps before a probe, at first
-  static constexpr int kMaxPlainStretch = 256;  // doubled after each probe that fails
+  double acceptance(int i) const;        // estimate at draft position i (0-based)
+  double cycle_seconds(int depth) const;  // the current estimate of T(depth)
+  static constexpr int kPlainStretch = 16;      // plain steps before a probe, at first
+  static constexpr int kStretchGrowth = 4;      // its growth after each probe that fails
+  static constexpr int kMaxPlainStretch = 256;
+  static constexpr int kWindow = 9;             // observations per depth (median)
+  static constexpr int kMinObs = 3;             // observations before the median replaces the guess
+  static constexpr int kExplore = 12;           // speculative cycles between neighbour probes
 
  private:
-  double expected_rate(int depth) const;  // E(N) / T(N)
+  struct Ring {  // the last kWindow values
+    std::array<double, kWindow> v{};
+    int n = 0, next = 0;
+    void push(double x);
+    double median() const;
+  };
+  double expected_tokens(int depth) const;  // E(N)
+  double expected_rate(int depth) const;    // E(N) / T(N)
+  int best_speculative(int limit) const;    // argmax over 1..limit of E/T
   int max_depth_;
   bool fixed_;
-  std::vector<double> verify_;
-  double head_;
+  std::vector<double> table_;
   std::vector<double> hits_, tries_;  // decayed counts per draft position
-  std::vector<double> cycle_;         // [max_depth + 1] measured cycle seconds (0: none yet)
+  std::vector<Ring> obs_;             // [max_depth + 1] observed cycle seconds
   std::vector<int> seen_;             // [max_depth + 1] cycles observed per depth
+  Ring ratio_spec_, ratio_plain_;     // observed / table of the recent cycles (depth >= 1; 0)
   // Observations skipped per depth: a shape's first forward runs eagerly and its second
   // records the device graph (StepGraphs), both far slower than the replays that follow.
   static constexpr int kWarmCycles = 2;
   int plain_left_ = 0;                // plain steps left in the current stretch
   int stretch_ = kPlainStretch;       // length of the next stretch
   bool probing_ = false;              // the last depth was a stretch's closing probe
+  bool probe_ok_ = false;             // ... and every draft of it was accepted
+  int since_explore_ = 0;             // speculative cycles since the last neighbour probe
+  bool explore_up_ = true;            // the next neighbour probe: best + 1 (else best - 1)
 };
 
 }  // namespace df::spec

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 
 #include "common/error.h"
 #include "diskformer/generator.h"
@@ -13,6 +14,16 @@ namespace {
 double now_seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// The clock of the cost table and the cycle timings: on the CPU backend the process's CPU time
+// (all threads; time slices lost to other processes on a loaded machine do not count, so the
+// ratios between the costs stay those of the work itself), on a device the wall clock.
+double cost_seconds(bool cpu_time) {
+  if (!cpu_time) return now_seconds();
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 MtpHead& require_head(Model& m) {
@@ -38,7 +49,8 @@ MtpGenerator::MtpGenerator(Session& session, const GenerateOptions& opt, const S
       head_(require_head(model_)),
       b_(session.engine().backend()),
       sampler_(opt.sampling),
-      oracle_rng_(spec.oracle_seed) {
+      oracle_rng_(spec.oracle_seed),
+      cpu_time_(b_.name().rfind("cpu", 0) == 0) {
   if (spec.draft_max < 1 || spec.draft_max > 7) throw Error("--draft-max must be in 1..7");
   if (spec.draft_accept >= 0.0 && opt.sampling.temperature > 0.0f)
     throw Error("--draft-accept is a greedy benchmark option (use --temp 0)");
@@ -65,51 +77,79 @@ MtpGenerator::MtpGenerator(Session& session, const GenerateOptions& opt, const S
   stats_.drafted_at.assign(static_cast<size_t>(spec.draft_max), 0);
   stats_.accepted_at.assign(static_cast<size_t>(spec.draft_max), 0);
   measure_costs();
-  policy_ = std::make_unique<DepthPolicy>(spec.draft_max, spec.draft_fixed, stats_.cost_verify, stats_.cost_head);
+  stats_.cycles_at.assign(static_cast<size_t>(spec.draft_max) + 1, 0);
+  policy_ = std::make_unique<DepthPolicy>(spec.draft_max, spec.draft_fixed, stats_.cost_table);
 }
 
 MtpGenerator::~MtpGenerator() = default;
 
-// Seconds of a trunk forward of k = 1..draft_max+1 rows (with logits for every row and the
-// device argmax, as a verify runs) and of one head row, on scratch states: best of 3.
+// The start-up cost table, on scratch states: a plain step (one row, its argmax and the id's
+// download), a verify of k = 2..draft_max+1 rows (snapshots, every row's logits and argmax),
+// one head row and a head catch-up forward of kCatchUpGuess rows. Every shape runs kWarm times
+// first (CUDA: eagerly, then recording its graph), then kReps times interleaved with the
+// others; the medians are kept (a loaded machine's outliers do not move them).
 void MtpGenerator::measure_costs() {
+  constexpr int kWarm = 2, kReps = 5;
   const int K = spec_.draft_max + 1;
   StateOptions so;
   so.n_ctx = K + 1;
   so.max_chunk = K;
   so.max_snapshots = K;
   so.kv_f32 = session_.engine().options().kv_f32;
+  so.graphs = session_.engine().options().graphs;
   std::unique_ptr<ModelState> st = model_.new_state(so);
+  StateOptions ho = so;
+  ho.n_ctx = kCatchUpGuess + 1;
+  ho.max_chunk = kCatchUpGuess;
+  ho.max_snapshots = 0;
+  std::unique_ptr<ModelState> hs = head_.new_state(ho);
   const std::vector<Token> ids(static_cast<size_t>(K), 0);
+  const std::vector<float> zeros(static_cast<size_t>(dim_ * kCatchUpGuess), 0.0f);
+  b_.upload(hin_.slice_rows(0, kCatchUpGuess), zeros.data(), zeros.size() * sizeof(float));
   std::vector<int32_t> sink(static_cast<size_t>(K));
-  stats_.cost_verify.assign(static_cast<size_t>(K), 1e30);
-  ForwardOptions fo;
-  fo.snapshots = !st->rewindable();
-  for (int rep = 0; rep < 3; ++rep) {
-    for (int k = 1; k <= K; ++k) {
-      const Batch batch = Batch::sequence(ids.data(), k, 0, true);
-      const double t0 = now_seconds();
-      const ForwardOutputs o = model_.forward(*st, batch, fo);
-      b_.argmax(o.logits, best_.slice_rows(0, k));
-      b_.download(best_.slice_rows(0, k), sink.data(), static_cast<size_t>(k) * sizeof(int32_t));
-      double& c = stats_.cost_verify[static_cast<size_t>(k - 1)];
-      c = std::min(c, now_seconds() - t0);
+  // samples[m]: m = k - 1 for a trunk forward of k rows (k = 1: the plain step), K: one head
+  // row, K + 1: the head's catch-up.
+  std::vector<std::vector<double>> samples(static_cast<size_t>(K) + 2);
+  auto sync_ids = [&](const ForwardOutputs& o, int64_t rows) {
+    b_.argmax(o.logits, best_.slice_rows(0, rows));
+    b_.download(best_.slice_rows(0, rows), sink.data(), static_cast<size_t>(rows) * sizeof(int32_t));
+  };
+  for (int rep = 0; rep < kWarm + kReps; ++rep) {
+    for (int m = 0; m < K + 2; ++m) {
+      const double t0 = cost_seconds(cpu_time_);
+      if (m < K) {
+        const int k = m + 1;
+        ForwardOptions fo;
+        fo.snapshots = k > 1 && !st->rewindable();
+        const ForwardOutputs o = model_.forward(*st, Batch::sequence(ids.data(), k, 0, k > 1, true), fo);
+        sync_ids(o, k > 1 ? k : 1);
+      } else {
+        const int64_t n = m == K ? 1 : kCatchUpGuess;
+        hs->truncate(0);
+        ForwardOptions fo;
+        fo.row_exact = n == 1;
+        const ForwardOutputs o = head_.forward(*hs, Batch::sequence(ids.data(), n, 0, false, true),
+                                               n == 1 ? g_ : hin_.slice_rows(0, n), fo);
+        sync_ids(o, 1);
+      }
+      if (rep >= kWarm) samples[static_cast<size_t>(m)].push_back(cost_seconds(cpu_time_) - t0);
     }
   }
-  StateOptions ho;
-  ho.n_ctx = 2;
-  ho.max_chunk = 1;
-  ho.kv_f32 = so.kv_f32;
-  std::unique_ptr<ModelState> hs = head_.new_state(ho);
-  stats_.cost_head = 1e30;
-  for (int rep = 0; rep < 3; ++rep) {
-    const Batch batch = Batch::sequence(ids.data(), 1, 0, true);
-    const double t0 = now_seconds();
-    const ForwardOutputs o = head_.forward(*hs, batch, g_);
-    b_.argmax(o.logits, best_.slice_rows(0, 1));
-    b_.download(best_.slice_rows(0, 1), sink.data(), sizeof(int32_t));
-    stats_.cost_head = std::min(stats_.cost_head, now_seconds() - t0);
-  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  stats_.cost_verify.resize(static_cast<size_t>(K));
+  for (int k = 1; k <= K; ++k) stats_.cost_verify[static_cast<size_t>(k - 1)] = median(samples[static_cast<size_t>(k - 1)]);
+  stats_.cost_head = median(samples[static_cast<size_t>(K)]);
+  stats_.cost_head_catchup = median(samples[static_cast<size_t>(K) + 1]);
+  // A cycle of depth d: the head's catch-up with x's row, d - 1 chained head rows, the verify
+  // of d + 1 rows. stats_.cost_verify[0] is the plain step (no snapshots).
+  stats_.cost_table.assign(static_cast<size_t>(K), 0.0);
+  stats_.cost_table[0] = stats_.cost_verify[0];
+  for (int d = 1; d < K; ++d)
+    stats_.cost_table[static_cast<size_t>(d)] =
+        stats_.cost_verify[static_cast<size_t>(d)] + stats_.cost_head_catchup + (d - 1) * stats_.cost_head;
 }
 
 ForwardOutputs MtpGenerator::head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden,
@@ -273,17 +313,18 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
     const int depth = policy_->next(static_cast<int>(std::max<int64_t>(0, room)));
     if (depth == 0) {  // a plain step; the head's pending rows grow by one
       if (static_cast<int64_t>(pend_tokens_.size()) + 2 > rows_) flush_pending();
-      const double ts = now_seconds();
+      const double ts = cost_seconds(cpu_time_);
       const ForwardOutputs o = session_.append({x});
       b_.copy(o.hidden, hin_.slice_rows(P + 1 - head_pos_, 1));  // h_P
       pend_tokens_.push_back(x);
       x = pick(o, 0, nullptr);
-      policy_->observe_cycle(0, now_seconds() - ts);
+      policy_->observe_cycle(0, cost_seconds(cpu_time_) - ts);
       ++P;
       ++stats_.plain_steps;
+      ++stats_.cycles_at[0];
       continue;
     }
-    const double th = now_seconds();
+    const double th = cost_seconds(cpu_time_);
     AppendOptions ao;
     ao.all_outputs = true;
     ao.snapshots = true;
@@ -346,8 +387,9 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
         next = sampler_.draw(p);
       }
     }
-    policy_->observe_cycle(depth, now_seconds() - th);
+    policy_->observe_cycle(depth, cost_seconds(cpu_time_) - th);
     ++stats_.cycles;
+    ++stats_.cycles_at[static_cast<size_t>(depth)];
     stats_.drafted += depth;
     stats_.accepted += j;
     for (int i = 0; i < depth; ++i) ++stats_.drafted_at[static_cast<size_t>(i)];
@@ -372,6 +414,8 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
     x = next;
   }
   session_.set_decode_stats(static_cast<int64_t>(out.size()), now_seconds() - t0);
+  stats_.cycle_estimate.resize(static_cast<size_t>(spec_.draft_max) + 1);
+  for (int d = 0; d <= spec_.draft_max; ++d) stats_.cycle_estimate[static_cast<size_t>(d)] = policy_->cycle_seconds(d);
   return out;
 }
 

@@ -55,6 +55,9 @@ class MtpGenerator {
   void trim_pending();
   // 7: with the draft row, the catch-up is a head forward of 8 rows, a graph-recordable shape.
   static constexpr int64_t kCatchUpRows = 7;
+  // The head rows of a typical catch-up after a verify (x and about two accepted drafts): the
+  // start-up cost table's guess.
+  static constexpr int64_t kCatchUpGuess = 3;
   // Step 1 (sampling: on the host): the draft tokens d_1..d_depth after x at position P; `emitted` tokens so far
   // (the oracle's index); q (sampling) receives each draft's distribution.
   std::vector<Token> draft(Token x, int64_t P, int depth, size_t emitted, std::vector<std::vector<Sampler::Prob>>* q);
@@ -94,6 +97,7 @@ class MtpGenerator {
   Sampler sampler_;
   std::mt19937_64 oracle_rng_;
   SpecStats stats_;
+  bool cpu_time_ = false;  // costs in process CPU seconds (the CPU backend), else wall seconds
 };
 
 // Generates with MTP speculation when `spec` asks for it and the session's model has a head

@@ -32,9 +32,17 @@ struct SpecStats {
   int64_t accepted = 0;          // of those, accepted
   std::vector<int64_t> drafted_at;   // [draft_max] proposals at draft position i (0-based)
   std::vector<int64_t> accepted_at;  // [draft_max] of those, accepted
+  std::vector<int64_t> cycles_at;    // [draft_max + 1] cycles run at depth d (0: plain steps)
   double head_seconds = 0.0;     // time in the draft head (host clock, device synchronised by downloads)
-  std::vector<double> cost_verify;   // measured seconds of a trunk forward of 1..draft_max+1 rows
-  double cost_head = 0.0;        // measured seconds of one head row
+  // Start-up measurement (medians after warm-up): seconds of a verify of 1..draft_max+1 rows
+  // (snapshots, every row's logits and argmax), of one head row, of a head catch-up forward
+  // (kCatchUpGuess rows), and the cost table the adaptive depth starts from (cycle of depth
+  // 0..draft_max; 0: a plain step); cycle_estimate: the policy's T(d) at the end of the run.
+  std::vector<double> cost_verify;
+  double cost_head = 0.0;
+  double cost_head_catchup = 0.0;
+  std::vector<double> cost_table;
+  std::vector<double> cycle_estimate;
 };
 
 }  // namespace df::spec

@@ -54,6 +54,7 @@ class Writer35 {
  public:
   Writer35(gguf::Writer& w, uint64_t seed, GgmlType type, std::vector<std::pair<std::string, GgmlType>> mix)
       : w_(w), seed_(seed), type_(type), mix_(std::move(mix)) {}
+  bool fast = false;  // Rng::normal_fast for the weight matrices
 
   // [rows, cols] weight (ne = {cols, rows}) ~ N(0, sigma) in the file's type for `name`; with
   // n_mat > 1 a stack of n_mat such matrices (ne = {cols, rows, n_mat}: MoE experts).
@@ -73,13 +74,13 @@ class Writer35 {
                   std::string(type_name(t)) + " block");
     std::vector<uint8_t> data;
     if (row_pool_ > 0 && rows > row_pool_ && t != GgmlType::F32) {  // --row-pool: rows from a pool
-      const std::vector<uint8_t> pool = random_matrix(name_seed(seed_, name), sigma, t, cols, row_pool_);
+      const std::vector<uint8_t> pool = random_matrix(name_seed(seed_, name), sigma, t, cols, row_pool_, fast);
       const size_t rb = row_bytes(t, cols);
       data.resize(rb * static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(data.data() + rb * static_cast<size_t>(r), pool.data() + rb * static_cast<size_t>((r * 7919) % row_pool_), rb);
     } else {
-      data = random_matrix(name_seed(seed_, name), sigma, t, cols, rows);
+      data = random_matrix(name_seed(seed_, name), sigma, t, cols, rows, fast);
     }
     std::vector<int64_t> ne = {cols, rows};
     if (n_mat > 1) ne = {cols, rows / n_mat, n_mat};
@@ -209,6 +210,7 @@ int64_t write_qwen35(gguf::Writer& w, const std::string& arch, const BaseShape& 
   }
 
   Writer35 m(w, sc.seed, type, parse_mix(f.mix));
+  m.fast = sc.fast_random;
   m.row_pool_ = f.row_pool;
   const float embd_sigma = sc.logit_std / std::sqrt(static_cast<float>(n_embd));
   auto lin = [](int64_t fan_in) { return 1.0f / std::sqrt(static_cast<float>(fan_in)); };

@@ -46,6 +46,7 @@ void add_qwen35_flags(CLI::App& app, Qwen35Flags& f);
 struct Qwen35Scales {
   uint64_t seed = 42;
   float logit_std = 4.0f, norm_noise = 0.1f, resid_gain = 1.0f;
+  bool fast_random = false;  // weight matrices from Rng::normal_fast (real-shape benchmark files)
 };
 
 // Writes the <arch>.* keys (arch "qwen35" or "qwen35moe") and every tensor (the tokenizer

@@ -4,6 +4,7 @@
 // differently. Shared by the qwen3 and qwen35 generators.
 #pragma once
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -33,6 +34,9 @@ struct Rng {
     const double u1 = uniform(), u2 = uniform();
     return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
   }
+  // A cheap stand-in for N(0, 1): (popcount of 64 random bits - 32) / 4 (mean 0, variance 1,
+  // steps of 1/4 in [-8, 8]), one draw per value; ~5x faster than normal() with its rounding.
+  float normal_fast() { return static_cast<float>(std::popcount(next()) - 32) * 0.25f; }
 };
 
 inline uint64_t name_seed(uint64_t seed, const std::string& name) {
@@ -42,18 +46,19 @@ inline uint64_t name_seed(uint64_t seed, const std::string& name) {
 }
 
 // A [rows, cols] matrix with entries sigma * N(0, 1) drawn from the stream `stream_seed`
-// (row-major, every value two draws), each row rounded to type t. Rows are made on every
+// (row-major, every value two draws; fast: Rng::normal_fast, one draw), each row rounded to type t. Rows are made on every
 // hardware thread, each block of rows jumping the stream to its first value, so the bytes are
 // those of the sequential loop; the real-shape presets (15 GB) need the speed.
-inline std::vector<uint8_t> random_matrix(uint64_t stream_seed, float sigma, GgmlType t, int64_t cols, int64_t rows) {
+inline std::vector<uint8_t> random_matrix(uint64_t stream_seed, float sigma, GgmlType t, int64_t cols, int64_t rows,
+                                          bool fast = false) {
   const size_t rb = row_bytes(t, cols);
   std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
   auto run = [&](int64_t r0, int64_t r1) {
     Rng rng(stream_seed);
-    rng.skip(2 * static_cast<uint64_t>(cols) * static_cast<uint64_t>(r0));
+    rng.skip((fast ? 1 : 2) * static_cast<uint64_t>(cols) * static_cast<uint64_t>(r0));
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
-      for (auto& x : row) x = sigma * rng.normal();
+      for (auto& x : row) x = sigma * (fast ? rng.normal_fast() : rng.normal());
       cpu::quantize_row_ref(t, row.data(), data.data() + rb * static_cast<size_t>(r), cols);
     }
   };

@@ -179,9 +179,12 @@ void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor
               snapshots.stride == state.stride,
           "gated_delta_rule snapshots shape");
   // One task per value head: its d x d state stays in cache while the chunk's tokens run.
+  // With snapshots, row t < n_snap updates the state from where row t - 1 left it straight
+  // into slot t (no copy per row); the live state gets the last one copied once.
   auto head = [&](int64_t h, int) {
     const int64_t hk = h % Hk;
     float* S = frow(state, h * d);  // [d rows (value dim), d cols (key dim)]
+    const float* cur = S;           // the state after the previous row
     for (int64_t t = 0; t < n; ++t) {
       const float* qt = frow(q, t) + hk * d;
       const float* kt = frow(k, t) + hk * d;
@@ -189,9 +192,12 @@ void CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor
       const float decay = std::exp(frow(g, t)[h]);
       const float b = frow(beta, t)[h];
       float* o = frow(out, t) + h * d;
-      for (int64_t j = 0; j < d; ++j) o[j] = ssm_.delta_rule_row(S + j * d, kt, qt, decay, vt[j], b, d) * scale;
-      if (t < n_snap) std::copy(S, S + d * d, frow(snapshots, (t * Hv + h) * d));  // slot t, head h
+      float* dst = t < n_snap ? frow(snapshots, (t * Hv + h) * d) : S;  // slot t, head h
+      for (int64_t j = 0; j < d; ++j)
+        o[j] = ssm_.delta_rule_row(dst + j * d, cur + j * d, kt, qt, decay, vt[j], b, d) * scale;
+      cur = dst;
     }
+    if (cur != S) std::copy(cur, cur + d * d, S);
   };
   pool_.parallel_for(Hv, head);
 }

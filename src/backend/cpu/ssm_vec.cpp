@@ -5,10 +5,11 @@
 namespace df::cpu {
 namespace {
 
-float delta_rule_row(float* s, const float* k, const float* q, float decay, float v, float beta, int64_t d) {
+float delta_rule_row(float* s, const float* s_in, const float* k, const float* q, float decay, float v, float beta,
+                     int64_t d) {
   float sk = 0.0f;
   for (int64_t i = 0; i < d; ++i) {
-    s[i] *= decay;
+    s[i] = s_in[i] * decay;
     sk += s[i] * k[i];
   }
   const float delta = (v - sk) * beta;

@@ -30,11 +30,12 @@ float dot(const float* x, const float* y, int64_t n) {
   return sum;
 }
 
-float delta_rule_row(float* s, const float* k, const float* q, float decay, float v, float beta, int64_t d) {
+float delta_rule_row(float* s, const float* s_in, const float* k, const float* q, float decay, float v, float beta,
+                     int64_t d) {
   int64_t i = 0;
   const __m256 vdecay = _mm256_set1_ps(decay);
-  for (; i + 8 <= d; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), vdecay));
-  for (; i < d; ++i) s[i] *= decay;
+  for (; i + 8 <= d; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s_in + i), vdecay));
+  for (; i < d; ++i) s[i] = s_in[i] * decay;
   const float delta = (v - dot(s, k, d)) * beta;
   const __m256 vdelta = _mm256_set1_ps(delta);
   for (i = 0; i + 8 <= d; i += 8)

@@ -38,11 +38,12 @@ float dot(const float* x, const float* y, int64_t n) {
   return sum;
 }
 
-float delta_rule_row(float* s, const float* k, const float* q, float decay, float v, float beta, int64_t d) {
+float delta_rule_row(float* s, const float* s_in, const float* k, const float* q, float decay, float v, float beta,
+                     int64_t d) {
   int64_t i = 0;
   const __m512 vdecay = _mm512_set1_ps(decay);
-  for (; i + 16 <= d; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), vdecay));
-  for (; i < d; ++i) s[i] *= decay;
+  for (; i + 16 <= d; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s_in + i), vdecay));
+  for (; i < d; ++i) s[i] = s_in[i] * decay;
   const float delta = (v - dot(s, k, d)) * beta;
   const __m512 vdelta = _mm512_set1_ps(delta);
   for (i = 0; i + 16 <= d; i += 16)
