@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -64,10 +63,16 @@ Chat chat(const std::string& input, const std::string& flags) {
     c.answers.push_back(a);
   }
   if (!parts.back().empty()) c.answers.push_back(parts.back());  // an answer after the last prompt (should not be)
-  const std::regex stats(R"(prompt: (\d+) tokens \((\d+) reused from cache\))");
-  for (auto it = std::sregex_iterator(c.err.begin(), c.err.end(), stats); it != std::sregex_iterator(); ++it) {
-    c.prompt_tokens.push_back(std::stoll((*it)[1]));
-    c.reused.push_back(std::stoll((*it)[2]));
+  // Each "prompt: N tokens (M reused from cache)" of the stderr report, in order (a plain scan:
+  // std::regex trips GCC 12's -Wmaybe-uninitialized under the ASan build's -O2 -Werror).
+  const std::string key = "prompt: ";
+  for (size_t at = c.err.find(key); at != std::string::npos; at = c.err.find(key, at + key.size())) {
+    long long n = 0, m = 0;
+    char tail[2] = {};
+    if (std::sscanf(c.err.c_str() + at, "prompt: %lld tokens (%lld reused from cache%1[)]", &n, &m, tail) == 3) {
+      c.prompt_tokens.push_back(n);
+      c.reused.push_back(m);
+    }
   }
   return c;
 }
