@@ -103,7 +103,8 @@ void MtpGenerator::measure_costs() {
   ho.max_chunk = kCatchUpGuess;
   ho.max_snapshots = 0;
   std::unique_ptr<ModelState> hs = head_.new_state(ho);
-  const std::vector<Token> ids(static_cast<size_t>(K), 0);
+  // ids: the rows of the largest call timed (the verify of K rows or the head's catch-up).
+  const std::vector<Token> ids(static_cast<size_t>(std::max<int64_t>(K, kCatchUpGuess)), 0);
   const std::vector<float> zeros(static_cast<size_t>(dim_ * kCatchUpGuess), 0.0f);
   b_.upload(hin_.slice_rows(0, kCatchUpGuess), zeros.data(), zeros.size() * sizeof(float));
   std::vector<int32_t> sink(static_cast<size_t>(K));
