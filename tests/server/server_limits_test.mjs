@@ -11,43 +11,15 @@
 //     all of them (finish_reason length); one that would run for minutes is cancelled about
 //     --shutdown-grace 1 s after SIGTERM (its stream ends with an error event), /health and a
 //     new completion get 503 meanwhile, and the server exits 0.
-import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { binArg, startServe, exited } from './server_proc.mjs';
 
-const args = process.argv.slice(2);
-const BIN = args[args.indexOf('--bin') + 1];
-if (!BIN || args.indexOf('--bin') < 0) {
-  console.error('usage: server_limits_test.mjs --bin path/to/diskformer');
-  process.exit(2);
-}
+const BIN = binArg('server_limits_test.mjs');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function startServer(extra) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(BIN, ['serve', '--port', '0', '-t', '1', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '', err = '';
-    proc.stderr.on('data', (d) => { err += d; });
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m && !proc.port) {
-        proc.port = Number(m[1]);
-        resolve(proc);
-      }
-    });
-    proc.on('exit', (code) => { if (!proc.port) reject(new Error(`server exited ${code}: ${err}`)); });
-    proc.stderrText = () => err;
-  });
-}
-
-function exited(proc) {
-  return new Promise((resolve) => {
-    if (proc.exitCode !== null || proc.signalCode !== null) resolve(proc.exitCode ?? proc.signalCode);
-    else proc.on('exit', (code, sig) => resolve(code ?? sig));
-  });
-}
+const startServer = (extra) => startServe(BIN, ['-t', '1', ...extra]);
 
 // GET path on a new connection (Connection: close); resolves with the status code.
 function rawGet(port, path) {

@@ -9,12 +9,13 @@
 // (greedy outputs equal the single-client ones), a client disconnecting mid-stream (its slot
 // is freed, seen in /metrics), every bad input's 4xx, the per-request time limit, and a
 // graceful exit 0 on SIGTERM / SIGINT.
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import http from 'node:http';
+import { binArg, startServe, exited } from './server_proc.mjs';
 
 // A fresh connection per request: a kept-alive socket that the server closed while the test
 // ran a CLI reference (longer than --keep-alive) would otherwise be reused and reset.
@@ -30,41 +31,12 @@ try {
   process.exit(1);
 }
 
-const args = process.argv.slice(2);
-const BIN = args[args.indexOf('--bin') + 1];
-if (!BIN || args.indexOf('--bin') < 0) {
-  console.error('usage: server_test.mjs --bin path/to/diskformer');
-  process.exit(2);
-}
+const BIN = binArg('server_test.mjs');
 const KEY = 'test-key-123';
 const CTX = 512;
 
 // ---- helpers ----
-function startServer(extra, ctx = CTX) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(BIN, ['serve', '--port', '0', '-q', '-c', String(ctx), ...extra],
-                       { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '', err = '';
-    proc.stderr.on('data', (d) => { err += d; });
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m && !proc.port) {
-        proc.port = Number(m[1]);
-        resolve(proc);
-      }
-    });
-    proc.on('exit', (code) => { if (!proc.port) reject(new Error(`server exited ${code}: ${err}`)); });
-    proc.stderrText = () => err;
-  });
-}
-
-function exited(proc) {
-  return new Promise((resolve) => {
-    if (proc.exitCode !== null) resolve(proc.exitCode);
-    else proc.on('exit', (code, sig) => resolve(code ?? sig));
-  });
-}
+const startServer = (extra, ctx = CTX) => startServe(BIN, ['-q', '-c', String(ctx), ...extra]);
 
 function cliRun(prompt, n, chat) {
   const a = ['run', '-q', '--output', 'json', '--temp', '0', '-n', String(n), '-c', String(CTX), '-p', prompt];
