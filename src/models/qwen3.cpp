@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "gguf/gguf.h"
 #include "models/blocks.h"
+#include "models/kv_state.h"
 #include "models/model.h"
 #include "models/qwen3.h"
 
@@ -22,45 +23,20 @@ struct Layer {
 };
 
 // The KV cache is the whole state: any position can be rewound to.
-class Qwen3State final : public ModelState {
+class Qwen3State final : public KvState {
  public:
-  Qwen3State(Backend& b, const ModelInfo& hp, const StateOptions& opt) : opt_(opt) {
+  Qwen3State(Backend& b, const ModelInfo& hp, const StateOptions& opt) : KvState(opt) {
     const GgmlType kt = opt.kv_f32 ? GgmlType::F32 : GgmlType::F16;
     for (int64_t l = 0; l < hp.n_layer; ++l) {
       kv_cache.push_back(b.alloc_kv_cache(opt.n_ctx, hp.n_head_kv * hp.head_dim, kt));
       cache_bytes_ += kv_cache.back().nbytes();
     }
   }
-  int64_t n_ctx() const override { return opt_.n_ctx; }
-  int64_t max_chunk() const override { return opt_.max_chunk; }
-  int64_t max_snapshots() const override { return opt_.max_snapshots; }
   uint64_t cache_bytes() const override { return cache_bytes_; }
-  bool rewindable() const override { return true; }
-  int64_t position() const override { return pos; }
-  std::unique_ptr<StateCheckpoint> capture(int64_t at) override {
-    auto c = std::make_unique<StateCheckpoint>();
-    c->pos = at;
-    return c;
-  }
-  void restore(const StateCheckpoint& c) override { pos = c.pos; }
-  void accept(int64_t n_rows) override {
-    if (n_rows < 1 || n_rows > last_n) throw Error("accept: " + std::to_string(n_rows) + " rows of a forward of " + std::to_string(last_n));
-    pos = last_pos0 + n_rows;
-    last_n = n_rows;
-  }
-  void truncate(int64_t p) override {
-    if (p < 0 || p > pos) throw Error("truncate: position " + std::to_string(p) + " is past the state's " + std::to_string(pos));
-    pos = p;
-  }
 
   std::vector<KvCache> kv_cache;  // per layer: n_ctx positions of n_head_kv * head_dim
-  blocks::StepGraphs graphs;      // recorded decode steps over these caches
-  bool use_graphs() const { return opt_.graphs; }
-  int64_t pos = 0;                // where the last forward ended
-  int64_t last_pos0 = 0, last_n = 0;  // the last forward's rows of this state
 
  private:
-  StateOptions opt_;
   uint64_t cache_bytes_ = 0;
 };
 

@@ -9,46 +9,21 @@
 
 #include "common/error.h"
 #include "gguf/gguf.h"
+#include "models/kv_state.h"
 #include "models/qwen35_mtp.h"
 
 namespace df::qwen35 {
 namespace {
 
 // The head's state: one attention layer's KV cache.
-class MtpState final : public ModelState {
+class MtpState final : public KvState {
  public:
-  MtpState(Backend& b, const ModelInfo& m, const StateOptions& opt) : opt_(opt) {
+  MtpState(Backend& b, const ModelInfo& m, const StateOptions& opt) : KvState(opt) {
     cache = b.alloc_kv_cache(opt.n_ctx, m.n_head_kv * m.head_dim, opt.kv_f32 ? GgmlType::F32 : GgmlType::F16);
   }
-  int64_t n_ctx() const override { return opt_.n_ctx; }
-  int64_t max_chunk() const override { return opt_.max_chunk; }
-  int64_t max_snapshots() const override { return opt_.max_snapshots; }
   uint64_t cache_bytes() const override { return cache.nbytes(); }
-  bool rewindable() const override { return true; }
-  int64_t position() const override { return pos; }
-  std::unique_ptr<StateCheckpoint> capture(int64_t at) override {
-    auto c = std::make_unique<StateCheckpoint>();
-    c->pos = at;
-    return c;
-  }
-  void restore(const StateCheckpoint& c) override { pos = c.pos; }
-  void accept(int64_t n_rows) override {
-    if (n_rows < 1 || n_rows > last_n) throw Error("accept: " + std::to_string(n_rows) + " rows of a forward of " + std::to_string(last_n));
-    pos = last_pos0 + n_rows;
-    last_n = n_rows;
-  }
-  void truncate(int64_t p) override {
-    if (p < 0 || p > pos) throw Error("truncate: position " + std::to_string(p) + " is past the state's " + std::to_string(pos));
-    pos = p;
-  }
 
-  KvCache cache;
-  int64_t pos = 0, last_pos0 = 0, last_n = 0;
-  blocks::StepGraphs graphs;  // recorded head steps over this cache (draft chain, catch-up rows)
-  bool use_graphs() const { return opt_.graphs; }
-
- private:
-  StateOptions opt_;
+  KvCache cache;  // graphs: the head steps recorded over it (draft chain, catch-up rows)
 };
 
 }  // namespace
