@@ -20,7 +20,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("-t,--threads", f.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("-c,--ctx-size", f.ctx, "context length in tokens")->check(CLI::PositiveNumber);
-  app.add_option("-b,--batch-size", f.batch, "prefill chunk in tokens")->check(CLI::PositiveNumber);
+  app.add_option("-b,--batch-size", f.batch, "prefill chunk in tokens (default: 512 on the CPU, 2048 on a GPU)")->check(CLI::PositiveNumber);
   app.add_option("--isa", f.isa, "CPU instruction set: auto, scalar, avx2, avx512")
       ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");

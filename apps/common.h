@@ -17,7 +17,7 @@ struct ModelFlags {
   std::string device = "auto";  // --device cpu | cuda | auto
   int threads = 0;             // -t (CPU backend)
   int64_t ctx = 4096;          // -c
-  int64_t batch = 512;         // -b
+  int64_t batch = 0;           // -b (0: the backend's default)
   std::string isa = "auto";
   bool kv_f32 = false;
   bool no_graphs = false;

@@ -32,7 +32,7 @@ struct EngineOptions {
   std::string device = "auto";  // cpu | cuda | auto (make_backend)
   CpuBackendOptions cpu;        // CPU backend only: threads, isa
   int64_t n_ctx = 4096;        // positions a session holds (capped by nothing; memory is the limit)
-  int64_t prefill_chunk = 512; // tokens per forward pass during prefill
+  int64_t prefill_chunk = 0;   // tokens per forward pass during prefill (0: the backend's default, 512 CPU, 2048 CUDA)
   bool kv_f32 = false;         // F16 KV cache unless set
   bool graphs = true;          // replay repeated decode steps as device graphs (CUDA)
   bool fuse = true;            // fused ops (norm into matvecs, ...) in fewer launches (CUDA)

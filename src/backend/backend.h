@@ -107,6 +107,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Prefill rows per forward when the user sets none (EngineOptions::prefill_chunk 0): what
+  // fills this backend's GEMM well without large activation buffers.
+  virtual int64_t default_prefill_chunk() const { return 512; }
 
   // ---- memory ----
   virtual std::shared_ptr<Buffer> alloc(size_t bytes) = 0;

@@ -60,6 +60,9 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(const CudaOptions& opt);
   ~CudaBackend() override;
   std::string name() const override;
+  // 2048: the tensor-core GEMM is ~1.45x faster per token at 2048 rows than at 512 on the 4B
+  // shapes (H200, stop 19, pp8192), for ~0.2 GB of activations on a 27B.
+  int64_t default_prefill_chunk() const override { return 2048; }
 
   std::shared_ptr<Buffer> alloc(size_t bytes) override;
   void reserve_weights(uint64_t bytes) override;
