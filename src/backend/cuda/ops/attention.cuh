@@ -33,10 +33,15 @@ AttnSplit attention_split(int64_t rows, const AttnArgs& a);
 // Floats of scratch the launch needs for the partial results (0 with one slice).
 size_t attention_scratch_floats(int64_t rows, const AttnArgs& a);
 bool attention_head_dim_supported(int32_t head_dim);
+inline int64_t attention_counters(int64_t rows, const AttnArgs& a) { return rows * a.n_head; }
 
 // K, V [n_ctx, kv_stride] halves (kv_stride = n_head_kv * head_dim); q, out row strides in floats.
+// counters (may be null): attention_counters(rows, a) ints, zero before the call (and left
+// zero): the slices' last block of each (row, head) merges them (no merge kernel; the same
+// bits). pdl: ops/launch.cuh.
 void launch_attention(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                       int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
-                      float* out, int64_t out_stride, cudaStream_t s);
+                      float* out, int64_t out_stride, cudaStream_t s, int32_t* counters = nullptr,
+                      bool pdl = false);
 
 }  // namespace df::cuda

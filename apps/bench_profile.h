@@ -1,0 +1,22 @@
+// `diskformer bench --device cuda --profile`: the decode step broken down by backend op. A
+// fresh session prefills the bench's prompt, then decodes tokens op by op (no graphs) with
+// each op timed by CUDA events, the ops of a step held behind a gate until all are enqueued
+// (the device runs them back to back, not at the host's launch rate). Per (op, weight
+// shape): calls/token, us/token, share of the step, weight bytes/token and GB/s; beside it
+// the graph step (the bench's decode) and the eager step without events.
+#pragma once
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "diskformer/engine.h"
+
+namespace df::cli {
+
+// graph_ms_per_token: the bench's decode ms/token (graphs), reported beside the profile.
+nlohmann::json bench_profile(Engine& engine, const std::vector<Token>& prompt, int64_t n_tokens,
+                             double graph_ms_per_token);
+// The profile as a table on stderr.
+void print_profile(const nlohmann::json& p);
+
+}  // namespace df::cli
