@@ -3,7 +3,8 @@
 // each op timed by CUDA events, the ops of a step held behind a gate until all are enqueued
 // (the device runs them back to back, not at the host's launch rate). Per (op, weight
 // shape): calls/token, us/token, share of the step, weight bytes/token and GB/s; beside it
-// the graph step (the bench's decode) and the eager step without events.
+// the graph step at the same positions (a session of its own), the bench's decode step (from
+// position 1) and the eager step without events. Positions: after the first -p prompt.
 #pragma once
 #include <vector>
 
