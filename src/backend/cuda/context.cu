@@ -16,7 +16,7 @@ CudaContext::CudaContext(int device) : device_(device) {
   cuda_check(cudaSetDevice(device), "cudaSetDevice");
   cuda_check(cudaGetDeviceProperties(&props_, device), "cudaGetDeviceProperties");
   cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-  scratch(16u << 20);  // covers attention's partials at any shape, so captures never grow it
+  scratch(20u << 20);  // covers attention's partials at any shape, so captures never grow it
   counters(4096);      // 8 rows x 512 heads: decode and verify never grow it
 }
 

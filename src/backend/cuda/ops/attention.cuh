@@ -2,9 +2,10 @@
 // query q[r] [n_head * head_dim] attends cache positions [0, last_r] with last_r = pos[r]
 // (device, when given) or pos0 + r. Key/value head of query head h: h / (n_head / n_head_kv).
 //
-// The context capacity n_ctx is cut into n_splits slices of split_len positions; one block per
-// (slice, head, row) runs an online softmax over its slice (4 warps, a position per warp at a
-// time, each lane holding head_dim / 32 dims), and a second kernel merges the slices. Slices
+// The context capacity n_ctx is cut into n_splits slices of split_len (>= 64) positions; one
+// block per (slice, head, row) runs an online softmax over its slice (4 warps, each loading 4
+// positions at a time and updating in position order, each lane holding head_dim / 32 dims),
+// and a second kernel (or the slices' last block, with counters) merges the slices. Slices
 // past last_r exit at once, so the grid depends on the capacity only and a captured graph
 // replays at any position. With one slice, the first kernel writes the output itself.
 #pragma once
