@@ -12,6 +12,14 @@
 
 namespace df::cli {
 
+void require_profile_backend(Engine& engine) {
+#ifdef DF_HAVE_CUDA
+  if (dynamic_cast<cuda::CudaBackend*>(&engine.backend())) return;
+#endif
+  throw Error("bench --profile needs the CUDA backend (--device cuda; this engine runs on " + engine.backend_name() +
+              ")");
+}
+
 nlohmann::json bench_profile(Engine& engine, const std::vector<Token>& prompt, int64_t n_tokens,
                              double graph_ms_per_token) {
 #ifdef DF_HAVE_CUDA

@@ -14,6 +14,8 @@
 
 namespace df::cli {
 
+// A df::Error unless the engine runs on the CUDA backend (checked before the bench runs).
+void require_profile_backend(Engine& engine);
 // graph_ms_per_token: the bench's decode ms/token (graphs), reported beside the profile.
 nlohmann::json bench_profile(Engine& engine, const std::vector<Token>& prompt, int64_t n_tokens,
                              double graph_ms_per_token);

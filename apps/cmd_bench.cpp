@@ -119,6 +119,7 @@ void register_bench(CLI::App& app) {
     const int64_t max_prompt = *std::max_element(f->n_prompt.begin(), f->n_prompt.end());
     mf.ctx = std::max<int64_t>(mf.ctx, max_prompt + f->n_gen + 1);
     auto engine = load_engine(mf);
+    if (f->profile) require_profile_backend(*engine);
     const ModelInfo& info = engine->info();
     const int64_t vocab = std::min<int64_t>(info.n_vocab, engine->tokenizer().n_vocab());
     std::mt19937 rng(42);
