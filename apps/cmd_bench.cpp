@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_profile.h"
 #include "bench_spec.h"
 #include "common/error.h"
 #include "common.h"
@@ -89,6 +90,7 @@ void register_bench(CLI::App& app) {
     SpecFlags spec;
     double draft_accept = -1.0;
     std::string spec_prompt;
+    bool profile = false;
   };
   auto f = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed");
@@ -108,12 +110,16 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--spec-prompt", f->spec_prompt,
                   "with --spec mtp: the spec test's prompt is the first 64 tokens of this text file (default: random ids)")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--profile", f->profile,
+                "--device cuda: also decode -n tokens op by op with each backend op timed (`profile` in the JSON, a "
+                "table on stderr)");
   cmd->callback([f] {
     ModelFlags mf = f->model;
     if (f->n_prompt.empty()) f->n_prompt.push_back(0);
     const int64_t max_prompt = *std::max_element(f->n_prompt.begin(), f->n_prompt.end());
     mf.ctx = std::max<int64_t>(mf.ctx, max_prompt + f->n_gen + 1);
     auto engine = load_engine(mf);
+    if (f->profile) require_profile_backend(*engine);
     const ModelInfo& info = engine->info();
     const int64_t vocab = std::min<int64_t>(info.n_vocab, engine->tokenizer().n_vocab());
     std::mt19937 rng(42);
@@ -221,6 +227,11 @@ void register_bench(CLI::App& app) {
     if (read_bw > 0) {
       out["device_read_gb_per_second"] = read_bw / 1e9;
       out["decode_share_of_read_bandwidth"] = gbs * 1e9 / read_bw;
+    }
+    if (f->profile) {
+      const std::vector<Token> pr(prompt.begin(), prompt.begin() + f->n_prompt[0]);
+      out["profile"] = bench_profile(*engine, pr, std::max<int64_t>(f->n_gen, 1), g.mean > 0 ? 1000.0 / g.mean : 0.0);
+      print_profile(out["profile"]);
     }
     const bool spec = f->spec.mode == "mtp" || f->spec.mode == "draft-mtp";
     if (spec && f->n_gen > 0) {

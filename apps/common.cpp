@@ -30,8 +30,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "GPU decode matvecs multiply f32 activations for every weight format (default: Q8_0, Q4_0, Q4_K, "
                "Q6_K and IQ4_XS round them to int8 blocks of 32 for integer dots, as llama.cpp does)");
   app.add_flag("--no-pdl", f.no_pdl,
-               "GPU matvecs without programmatic dependent launch (default: each may start, loading its weights, "
+               "GPU kernels without programmatic dependent launch (default: each may start, loading its weights, "
                "while the previous kernel finishes)");
+  app.add_flag("--plain-small-kernels", f.plain_small_kernels,
+               "GPU decode step's small kernels as before, to compare: plain launches (only matvecs with PDL), "
+               "attention's merge as its own kernel, one argmax block a row");
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
@@ -81,6 +84,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.fuse = !f.no_fuse;
   o.mv_exact = f.mv_exact;
   o.pdl = !f.no_pdl;
+  o.lean_kernels = !f.plain_small_kernels;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;

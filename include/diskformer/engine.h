@@ -37,7 +37,8 @@ struct EngineOptions {
   bool graphs = true;          // replay repeated decode steps as device graphs (CUDA)
   bool fuse = true;            // fused ops (norm into matvecs, ...) in fewer launches (CUDA)
   bool mv_exact = false;       // CUDA decode matvecs with f32 activations (no int8 rounding)
-  bool pdl = true;             // CUDA matvecs with programmatic dependent launch
+  bool pdl = true;             // CUDA kernels with programmatic dependent launch
+  bool lean_kernels = true;    // CUDA decode step's small kernels lean (CudaOptions::lean_kernels)
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV

@@ -40,8 +40,8 @@ void delta_net_core(Backend& b, const Hparams& hp, const DeltaNetWeights& W, con
   const Tensor q = conv.slice_cols(0, kd);                    // q [n, Hk*S]
   const Tensor k = conv.slice_cols(kd, kd);                   // k [n, Hk*S]
   const Tensor v = conv.slice_cols(2 * kd, vd);               // v [n, Hv*S]
-  b.l2_norm(q, S, m.rms_eps, q);
-  b.l2_norm(k, S, m.rms_eps, k);
+  const Tensor qk = conv.slice_cols(0, 2 * kd);              // q and k normed per head in one call
+  b.l2_norm(qk, S, m.rms_eps, qk);
   const float scale = 1.0f / std::sqrt(static_cast<float>(S));
   for (size_t s = 0; s < st.size(); ++s) {                    // o [n, Hv*S], per sequence
     const blocks::Segment& seg = in.segments[s];

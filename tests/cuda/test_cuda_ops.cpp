@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "../unit/op_test_util.h"
@@ -364,6 +365,68 @@ TEST(CudaOps, ArgmaxLowestIndexWins) {
   EXPECT_EQ(got[0], 5000);
   EXPECT_EQ(got[1], V - 1);
   EXPECT_EQ(got[2], static_cast<int32_t>(std::max_element(x.begin() + 2 * V, x.end()) - (x.begin() + 2 * V)));
+}
+
+// The lean small kernels (CudaOptions::lean_kernels: PDL launches, attention's merge in the
+// slices' last block, argmax over many blocks) give the bits of the plain ones (no PDL, the
+// merge kernel, one argmax block), call after call (the tickets reset themselves).
+TEST(CudaOps, LeanSmallKernelsAreThePlainBits) {
+  DF_REQUIRE_GPU();
+  cuda::CudaOptions o;
+  o.lean_kernels = false;
+  o.pdl = false;
+  cuda::CudaBackend plain(o);
+  struct Case {
+    int32_t n_head, n_kv, hd;
+    int64_t n_ctx, filled, n;
+  };
+  for (const Case& c : {Case{8, 8, 128, 4096, 3000, 1}, Case{6, 2, 64, 1024, 700, 8}, Case{4, 1, 256, 600, 37, 5},
+                        Case{32, 8, 128, 4096, 257, 1}, Case{16, 4, 128, 8192, 8000, 3}}) {
+    auto run = [&](Backend& b) {
+      const int64_t kv = static_cast<int64_t>(c.n_kv) * c.hd, qd = static_cast<int64_t>(c.n_head) * c.hd;
+      KvCache kc = b.alloc_kv_cache(c.n_ctx, kv, GgmlType::F16);
+      auto k = put_f32(b, randn(static_cast<size_t>(c.filled * kv), 31), kv);
+      auto v = put_f32(b, randn(static_cast<size_t>(c.filled * kv), 32), kv);
+      b.kv_store(kc, k.t, v.t, positions(b, 0, c.filled).t);
+      auto q = put_f32(b, randn(static_cast<size_t>(c.n * qd), 33, 2.0f), qd);
+      auto out = put_f32(b, std::vector<float>(c.n * qd, NAN), qd);
+      AttentionParams p{c.n_head, c.n_kv, c.hd, 1.0f / std::sqrt(static_cast<float>(c.hd))};
+      std::vector<float> all;
+      for (int64_t at : {c.filled - c.n, c.filled - c.n - 1, int64_t{0}}) {  // three calls, the tickets reused
+        if (at < 0) continue;
+        b.attention(q.t, kc, positions(b, at, c.n).t, p, out.t);
+        const auto got = get_f32(b, out.t);
+        all.insert(all.end(), got.begin(), got.end());
+      }
+      return all;
+    };
+    const auto lean = run(*gpu()), ref = run(plain);
+    ASSERT_EQ(lean.size(), ref.size());
+    EXPECT_EQ(0, std::memcmp(lean.data(), ref.data(), lean.size() * sizeof(float)))
+        << "attention heads " << c.n_head << " hd " << c.hd << " ctx " << c.n_ctx << " filled " << c.filled
+        << " rows " << c.n;
+  }
+  const int64_t V = 151936, rows = 5;
+  auto x = randn(static_cast<size_t>(V * rows), 72);
+  x[9000] = 80.0f, x[100000] = 80.0f;  // row 0: a tie across blocks: 9000 wins
+  x[V + 150000] = 60.0f;               // row 1: in the last block
+  x[2 * V] = 70.0f;                    // row 2: the first column
+  for (Backend* b : {static_cast<Backend*>(gpu()), static_cast<Backend*>(&plain)}) {
+    auto t = put_f32(*b, x, V);
+    for (int rep = 0; rep < 2; ++rep) {
+      std::vector<int32_t> init(rows, -1);
+      auto out = put(*b, GgmlType::I32, 1, rows, init.data());
+      b->argmax(t.t, out.t);
+      std::vector<int32_t> got(rows);
+      b->download(out.t, got.data(), got.size() * sizeof(int32_t));
+      EXPECT_EQ(got[0], 9000);
+      EXPECT_EQ(got[1], 150000);
+      EXPECT_EQ(got[2], 0);
+      for (int64_t r = 3; r < rows; ++r)
+        EXPECT_EQ(got[r], static_cast<int32_t>(std::max_element(x.begin() + r * V, x.begin() + (r + 1) * V) -
+                                               (x.begin() + r * V)));
+    }
+  }
 }
 
 // A decode-like sequence captured once and replayed at new positions gives what running

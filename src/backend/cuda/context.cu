@@ -16,13 +16,15 @@ CudaContext::CudaContext(int device) : device_(device) {
   cuda_check(cudaSetDevice(device), "cudaSetDevice");
   cuda_check(cudaGetDeviceProperties(&props_, device), "cudaGetDeviceProperties");
   cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-  scratch(16u << 20);  // covers attention's partials at any shape, so captures never grow it
+  scratch(20u << 20);  // covers attention's partials at any shape, so captures never grow it
+  counters(4096);      // 8 rows x 512 heads: decode and verify never grow it
 }
 
 CudaContext::~CudaContext() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
   if (scratch_) cudaFree(scratch_);
+  if (counters_) cudaFree(counters_);
   for (void* p : arenas_) cudaFree(p);
   for (void* p : own_weights_) cudaFree(p);
   cudaStreamDestroy(stream_);
@@ -49,6 +51,22 @@ void* CudaContext::scratch(size_t bytes) {
   cuda_check(cudaMalloc(&scratch_, want), "cudaMalloc(scratch)");
   scratch_bytes_ = want;
   return scratch_;
+}
+
+int32_t* CudaContext::counters(size_t n) {
+  if (n <= counters_n_) return counters_;
+  if (capturing())
+    throw Error("cuda: an op needs " + std::to_string(n) + " counters while a graph is captured "
+                "(run the same shapes once before capturing)");
+  cuda_check(cudaStreamSynchronize(stream_), "counters: synchronize before growing");
+  if (counters_) cuda_check(cudaFree(counters_), "cudaFree(counters)");
+  counters_ = nullptr;
+  counters_n_ = 0;
+  const size_t want = n < 4096 ? 4096 : n;
+  cuda_check(cudaMalloc(&counters_, want * sizeof(int32_t)), "cudaMalloc(counters)");
+  cuda_check(cudaMemsetAsync(counters_, 0, want * sizeof(int32_t), stream_), "cudaMemset(counters)");
+  counters_n_ = want;
+  return counters_;
 }
 
 void CudaContext::reserve_weights(uint64_t bytes) {

@@ -30,6 +30,11 @@ class CudaContext {
   // op's scratch is free again when the next one starts). Grows only outside a capture.
   void* scratch(size_t bytes);
 
+  // At least n ints of device memory that are zero between ops: the tickets of kernels whose
+  // last block finishes the op (attention's merge, argmax), each leaving them zero again.
+  // Grows (zeroed) outside a capture only.
+  int32_t* counters(size_t n);
+
   // ---- weights: one arena sized from the file, suballocated at 256-byte alignment ----
   // Checks that `bytes` fit (df::Error naming the bytes needed and free otherwise) and
   // allocates an arena for them (one per model loaded on this backend).
@@ -44,6 +49,8 @@ class CudaContext {
   cudaDeviceProp props_{};
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  int32_t* counters_ = nullptr;
+  size_t counters_n_ = 0;
   std::vector<void*> arenas_;      // one per reserve_weights; weights come from the last
   uint8_t* arena_ = nullptr;
   uint64_t arena_size_ = 0, arena_used_ = 0;

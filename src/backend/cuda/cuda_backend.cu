@@ -10,6 +10,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/expert_cache.h"
+#include "backend/cuda/op_profile.h"
 #include "backend/cuda/packed_weights.h"
 #include "backend/cuda/ops/argmax.cuh"
 #include "backend/cuda/ops/attention.cuh"
@@ -78,6 +79,15 @@ bool same_shape(const Tensor& a, const Tensor& b) { return a.cols == b.cols && a
 
 }  // namespace
 
+// "q8_0 4096x2560": a packed weight's type and shape (rows x cols), for the op profile.
+std::string weight_shape(const cudamv::PackedWeight& P) {
+  return std::string(type_name(P.type)) + " " + std::to_string(P.rows) + "x" + std::to_string(P.cols);
+}
+
+namespace {
+
+}  // namespace
+
 int probe_devices(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
@@ -99,6 +109,8 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   ctx_ = std::make_unique<CudaContext>(opt.device);
   weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl);
   fuse_ = opt.fuse;
+  lean_ = opt.lean_kernels;
+  small_pdl_ = opt.pdl && opt.lean_kernels;
   moe_ = std::make_unique<MoeBuffers>();
   opt_ = opt;
   streamed_ = opt.expert_cache_bytes > 0;
@@ -110,6 +122,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(ctx_->device());  // no throw here: at exit the runtime may be gone already
+  prof_.reset();
   experts_.reset();
   moe_.reset();
   weights_.reset();
@@ -230,6 +243,7 @@ const cudamv::PackedWeight* CudaBackend::find_packed(const Tensor& W) const {
 void CudaBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
   check(bytes <= dst.nbytes(), "upload larger than tensor");
   ctx_->make_current();
+  OpScope ps(prof_.get(), "upload");
   ++i32_epoch_;
   cuda_check(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, ctx_->stream()), "upload");
 }
@@ -257,6 +271,7 @@ void check_pos(const Tensor& pos, int64_t rows, const char* op) {
 }  // namespace
 
 void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  OpScope ps(prof_.get(), "get_rows");
   check(ids.type == GgmlType::I32 && ids.cols == 1 && ids.stride == sizeof(int32_t), "get_rows ids must be I32 [n, 1]");
   check(is_f32(out) && out.cols == table.cols && out.rows >= ids.rows, "get_rows shapes");
   check(!experts_ || !experts_->find(table.data), "get_rows of streamed experts (matmul_id only)");
@@ -274,10 +289,11 @@ void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor&
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) {
+  OpScope ps(prof_.get(), "rms_norm");
   check(is_f32(x) && is_f32(w) && is_f32(y), "rms_norm types must be f32");
   check(x.cols == w.cols && same_shape(x, y), "rms_norm shapes");
   ctx_->make_current();
-  launch_rms_norm(fp(x), fstride(x), fp(w), eps, fp(y), fstride(y), x.rows, x.cols, ctx_->stream());
+  launch_rms_norm(fp(x), fstride(x), fp(w), eps, fp(y), fstride(y), x.rows, x.cols, ctx_->stream(), small_pdl_);
 }
 
 void CudaBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
@@ -285,6 +301,7 @@ void CudaBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
   check(W.cols == x.cols && y.cols == W.rows && y.rows == x.rows, "matmul shapes");
   ctx_->make_current();
   const cudamv::PackedWeight& P = packed(W);
+  OpScope ps(prof_.get(), "matmul", P.bytes, [&] { return weight_shape(P); });
   if (x.rows <= cudamv::kMaxRows) {
     matvec_rows(P, x, y);
     return;
@@ -328,6 +345,7 @@ void CudaBackend::matvec_rows(const cudamv::PackedWeight& W, const Tensor& x, co
 }
 
 void CudaBackend::rope(const Tensor& x, const Tensor& pos, const RopeParams& p) {
+  OpScope ps(prof_.get(), "rope");
   check(is_f32(x) && x.cols == static_cast<int64_t>(p.n_head) * p.head_dim && p.n_rot <= p.head_dim &&
             p.n_rot % 2 == 0 && p.n_rot > 0,
         "rope shapes");
@@ -355,6 +373,7 @@ KvCache CudaBackend::alloc_kv_cache(int64_t n_ctx, int64_t kv_dim, GgmlType type
 }
 
 void CudaBackend::kv_store(KvCache& c, const Tensor& k, const Tensor& v, const Tensor& pos) {
+  OpScope ps(prof_.get(), "kv_store");
   check(is_f32(k) && is_f32(v) && k.cols == c.kv_dim && v.cols == c.kv_dim && k.rows == v.rows, "kv_store shapes");
   check_pos(pos, k.rows, "kv_store");
   ctx_->make_current();
@@ -364,6 +383,7 @@ void CudaBackend::kv_store(KvCache& c, const Tensor& k, const Tensor& v, const T
 
 void CudaBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos, const AttentionParams& p,
                             const Tensor& out) {
+  OpScope ps(prof_.get(), "attention");
   check(is_f32(q) && is_f32(out), "attention q/out must be f32");
   check(q.cols == static_cast<int64_t>(p.n_head) * p.head_dim && out.cols == q.cols && out.rows == q.rows,
         "attention q/out shapes");
@@ -387,32 +407,44 @@ void CudaBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos
     return;
   }
   float* scratch = static_cast<float*>(ctx_->scratch(attention_scratch_floats(q.rows, a) * sizeof(float) + 16));
+  int32_t* counters = lean_ ? ctx_->counters(static_cast<size_t>(attention_counters(q.rows, a))) : nullptr;
   launch_attention(fp(q), fstride(q), q.rows, static_cast<const __half*>(c.k.data),
                    static_cast<const __half*>(c.v.data), c.kv_dim, static_cast<const int32_t*>(pos.data), 0, a,
-                   scratch, fp(out), fstride(out), ctx_->stream());
+                   scratch, fp(out), fstride(out), ctx_->stream(), counters, small_pdl_);
 }
 
 void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
+  OpScope ps(prof_.get(), "argmax");
   check(is_f32(logits) && out.type == GgmlType::I32 && out.rows == logits.rows && out.stride == sizeof(int32_t),
         "argmax shapes");
   ctx_->make_current();
   ++i32_epoch_;
+  if (lean_) {
+    void* part = ctx_->scratch(argmax_partial_bytes(logits.rows, logits.cols));
+    int32_t* counters = ctx_->counters(static_cast<size_t>(argmax_counters(logits.rows)));
+    launch_argmax_split(fp(logits), fstride(logits), logits.rows, logits.cols, static_cast<int32_t*>(out.data), part,
+                        counters, ctx_->stream(), small_pdl_);
+    return;
+  }
   launch_argmax(fp(logits), fstride(logits), logits.rows, logits.cols, static_cast<int32_t*>(out.data), ctx_->stream());
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  OpScope ps(prof_.get(), "swiglu");
   check(is_f32(gate) && is_f32(up) && is_f32(out) && same_shape(gate, up) && same_shape(gate, out), "swiglu shapes");
   ctx_->make_current();
-  launch_swiglu(cmat(gate), cmat(up), mat(out), gate.rows, gate.cols, ctx_->stream());
+  launch_swiglu(cmat(gate), cmat(up), mat(out), gate.rows, gate.cols, ctx_->stream(), small_pdl_);
 }
 
 void CudaBackend::add(const Tensor& x, const Tensor& y) {
+  OpScope ps(prof_.get(), "add");
   check(is_f32(x) && is_f32(y) && same_shape(x, y), "add shapes");
   ctx_->make_current();
-  launch_add(mat(x), cmat(y), x.rows, x.cols, ctx_->stream());
+  launch_add(mat(x), cmat(y), x.rows, x.cols, ctx_->stream(), small_pdl_);
 }
 
 void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
+  OpScope ps(prof_.get(), "copy");
   check(same_shape(src, dst) && src.type == dst.type, "copy shapes");
   ctx_->make_current();
   ++i32_epoch_;
@@ -424,34 +456,39 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
 }
 
 void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& y) {
+  OpScope ps(prof_.get(), op == UnaryOp::SILU ? "silu" : op == UnaryOp::SIGMOID ? "sigmoid" : "softplus");
   check(is_f32(x) && is_f32(y) && same_shape(x, y), "unary shapes");
   ctx_->make_current();
   const Unary u = op == UnaryOp::SILU ? Unary::SILU : op == UnaryOp::SIGMOID ? Unary::SIGMOID : Unary::SOFTPLUS;
-  launch_unary(u, cmat(x), mat(y), x.rows, x.cols, ctx_->stream());
+  launch_unary(u, cmat(x), mat(y), x.rows, x.cols, ctx_->stream(), small_pdl_);
 }
 
 void CudaBackend::sigmoid_mul(const Tensor& gate, const Tensor& x, const Tensor& out) {
+  OpScope ps(prof_.get(), "sigmoid_mul");
   check(is_f32(gate) && is_f32(x) && is_f32(out) && same_shape(gate, x) && same_shape(x, out), "sigmoid_mul shapes");
   ctx_->make_current();
-  launch_sigmoid_mul(cmat(gate), cmat(x), mat(out), x.rows, x.cols, ctx_->stream());
+  launch_sigmoid_mul(cmat(gate), cmat(x), mat(out), x.rows, x.cols, ctx_->stream(), small_pdl_);
 }
 
 void CudaBackend::softplus_scale(const Tensor& x, const Tensor& bias, const Tensor& scale, const Tensor& out) {
+  OpScope ps(prof_.get(), "softplus_scale");
   check(is_f32(x) && is_f32(bias) && is_f32(scale) && is_f32(out), "softplus_scale types");
   check(bias.cols == x.cols && scale.cols == x.cols && same_shape(x, out), "softplus_scale shapes");
   ctx_->make_current();
-  launch_softplus_scale(cmat(x), fp(bias), fp(scale), mat(out), x.rows, x.cols, ctx_->stream());
+  launch_softplus_scale(cmat(x), fp(bias), fp(scale), mat(out), x.rows, x.cols, ctx_->stream(), small_pdl_);
 }
 
 void CudaBackend::l2_norm(const Tensor& x, int64_t group, float eps, const Tensor& y) {
+  OpScope ps(prof_.get(), "l2_norm");
   check(is_f32(x) && is_f32(y) && same_shape(x, y), "l2_norm shapes");
   check(group > 0 && x.cols % group == 0, "l2_norm group does not divide the row");
   ctx_->make_current();
-  launch_l2_norm(fp(x), fstride(x), fp(y), fstride(y), x.rows, x.cols, group, eps, ctx_->stream());
+  launch_l2_norm(fp(x), fstride(x), fp(y), fstride(y), x.rows, x.cols, group, eps, ctx_->stream(), small_pdl_);
 }
 
 void CudaBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w, const Tensor& y,
                            const Tensor& snapshots) {
+  OpScope ps(prof_.get(), "ssm_conv");
   const int64_t C = x.cols, n = x.rows, K = w.cols;
   check(is_f32(x) && is_f32(state) && is_f32(w) && is_f32(y), "ssm_conv types must be f32");
   check(K >= 2 && K <= kSsmConvMaxKernel && w.rows == C && state.cols == C && state.rows == K - 1 && y.cols == C &&
@@ -468,12 +505,13 @@ void CudaBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w
   }
   ctx_->make_current();
   launch_ssm_conv(fp(x), fstride(x), fp(state), fp(w), fp(y), fstride(y), n, C, static_cast<int>(K),
-                  n_snap ? fp(snapshots) : nullptr, n_snap, ctx_->stream());
+                  n_snap ? fp(snapshots) : nullptr, n_snap, ctx_->stream(), small_pdl_);
 }
 
 void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                    const Tensor& beta, const Tensor& state, float scale, const Tensor& out,
                                    const Tensor& snapshots) {
+  OpScope ps(prof_.get(), "gated_delta_rule");
   const int64_t d = state.cols, n = v.rows;
   check(is_f32(q) && is_f32(k) && is_f32(v) && is_f32(g) && is_f32(beta) && is_f32(state) && is_f32(out),
         "gated_delta_rule types must be f32");
@@ -506,6 +544,7 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
   a.n_k_heads = static_cast<int32_t>(Hk);
   a.n_v_heads = static_cast<int32_t>(Hv);
   a.scale = scale;
+  a.pdl = small_pdl_;
   // Prefill stays on the token kernel too: the chunked one (ops/delta_rule_chunked.cuh) computes
   // the same function but measured slower on the H200 (0.95 vs 0.26 ms, 48 heads of 128, 512
   // tokens: bench_prefill_cuda), so it is not dispatched until its chunk products run on
@@ -517,6 +556,10 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
 
 std::unique_ptr<OpGraph> CudaBackend::record(const std::function<void()>& ops) {
   ctx_->make_current();
+  if (prof_) {  // profiling: every step op by op
+    ops();
+    return nullptr;
+  }
   cuda_check(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   cudaGraph_t graph = nullptr;
   try {
@@ -542,6 +585,28 @@ void CudaBackend::replay(OpGraph& g) {
   if (experts_) experts_->maintain();  // the expert placement moves between steps
   cuda_check(cudaGraphLaunch(static_cast<CudaGraph&>(g).exec, ctx_->stream()), "cudaGraphLaunch");
 }
+
+// ---- per-op profile ----
+
+void CudaBackend::set_profiling(bool on) {
+  ctx_->make_current();
+  if (on && !prof_) prof_ = std::make_unique<OpProfiler>(ctx_->stream());
+  if (!on) prof_.reset();
+}
+
+void CudaBackend::profile_step_begin() {
+  check(prof_ != nullptr, "profile_step_begin without set_profiling(true)");
+  ctx_->make_current();
+  prof_->step_begin();
+}
+
+void CudaBackend::profile_step_end() {
+  check(prof_ != nullptr, "profile_step_end without set_profiling(true)");
+  ctx_->make_current();
+  prof_->step_end();
+}
+
+OpProfile CudaBackend::take_profile() { return prof_ ? prof_->take() : OpProfile{}; }
 
 // ---- bandwidth ----
 
@@ -585,6 +650,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.fuse = opt.cuda_fuse;
   o.int8_x = !opt.cuda_mv_exact;
   o.pdl = !opt.cuda_no_pdl;
+  o.lean_kernels = !opt.cuda_plain_small_kernels;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
   return std::make_unique<CudaBackend>(o);

@@ -15,9 +15,11 @@
 // replay() launches the graph. Ops that read per-token data from device tensors (positions,
 // ids) replay correctly after those tensors are re-uploaded.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -28,6 +30,7 @@ struct PackedWeight;
 namespace df::cuda {
 
 class CudaContext;
+class OpProfiler;
 class ExpertCache;
 struct ExpertCacheStats;
 struct ExpertStack;
@@ -40,7 +43,12 @@ struct CudaOptions {
   // Decode matvecs of Q8_0, Q4_0, Q4_K, Q6_K, IQ4_XS weights: x rounded to int8 blocks and
   // integer dots (cudamv::Context::int8_x); false: f32 x with the exact dequantized weights.
   bool int8_x = true;
-  bool pdl = true;  // matvec launches with programmatic dependent launch (cudamv::Context::pdl)
+  bool pdl = true;  // kernels launched with programmatic dependent launch (matvec/, ops/launch.cuh)
+  // The decode step's small kernels, lean (default): launched with PDL (with `pdl`), the
+  // attention slices merged by their last block (no merge kernel), argmax over many blocks
+  // a row. false: as before (plain launches, a merge kernel, one argmax block a row); the
+  // matvec keeps PDL. The same bits either way.
+  bool lean_kernels = true;
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.
@@ -50,6 +58,20 @@ struct CudaOptions {
   // gets what it leaves once the dense weights, KV caches and state are allocated (less 512 MiB
   // for scratch).
   int64_t gpu_mem_bytes = 0;
+};
+
+// Per-op device times of profiled steps (CudaBackend::set_profiling).
+struct OpProfileEntry {
+  std::string op, shape;  // backend op; its weights' type and shape (matvecs), else empty
+  int64_t calls = 0;
+  double ms = 0;          // device time, summed over calls
+  uint64_t bytes = 0;     // weight bytes the calls read (the packed layout), summed
+};
+struct OpProfile {
+  int64_t steps = 0;
+  double step_ms = 0;         // first op's start to the last op's end, summed over steps
+  int64_t gate_timeouts = 0;  // steps whose ops were not held back until fully enqueued
+  std::vector<OpProfileEntry> ops;  // by device time, largest first
 };
 
 // CUDA devices this process can use; 0 (and the reason in *why) without a driver or a GPU.
@@ -125,6 +147,14 @@ class CudaBackend final : public Backend {
 
   CudaContext& context() { return *ctx_; }
 
+  // ---- per-op profile (`bench --profile`, op_profile.h) ----
+  // While on, record() runs its ops eagerly and returns no graph (a session's steps then run
+  // op by op), and each op of a step between profile_step_begin/end is timed by CUDA events.
+  void set_profiling(bool on);
+  void profile_step_begin();
+  void profile_step_end();  // synchronizes
+  OpProfile take_profile();
+
   // Whether routed experts stream through a device cache (see CudaOptions), and its
   // counters (zero when they are resident).
   bool experts_streamed() const { return streamed_; }
@@ -140,6 +170,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudaContext> ctx_;
   std::unique_ptr<PackedWeights> weights_;
   bool fuse_ = true;
+  bool lean_ = true;        // CudaOptions::lean_kernels
+  bool small_pdl_ = true;   // the small kernels launched with PDL (pdl && lean_kernels)
+  std::unique_ptr<OpProfiler> prof_;  // null unless set_profiling(true)
   // y [n, W.rows] = x [n, W.cols] * W^T for dense device rows (strides in floats): matvec for
   // n <= 8, else dequantized tiles of W and the tiled f32 kernel.
   void mul_packed(const cudamv::PackedWeight& W, const float* x, int64_t x_stride, int64_t n, float* y,

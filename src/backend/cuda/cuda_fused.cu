@@ -13,6 +13,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/matvec/matvec.cuh"
+#include "backend/cuda/op_profile.h"
 #include "backend/cuda/ops/elementwise.cuh"
 #include "backend/cuda/ops/qk_norm_rope.cuh"
 #include "backend/cuda/ops/rms_norm.cuh"
@@ -48,6 +49,17 @@ void CudaBackend::norm_matmuls(const Tensor& x, const Tensor& norm, float eps, c
       ok = ok && dense_f32(p.bias) && dense_f32(p.scale) && p.bias.cols == p.W.rows && p.scale.cols == p.W.rows;
     P.push_back(w);
   }
+  uint64_t bytes = 0;
+  for (const cudamv::PackedWeight* w : P) bytes += w ? w->bytes : 0;
+  OpScope ps(prof_.get(), "norm_matmuls", bytes, [&] {
+    std::string r;
+    for (const cudamv::PackedWeight* w : P) {
+      if (!r.empty()) r.push_back('+');
+      r.append(w ? std::to_string(w->rows) : std::string("?"));
+    }
+    const std::string t = P.empty() || !P[0] ? std::string("?") : std::string(type_name(P[0]->type));
+    return t + " " + r + "x" + std::to_string(x.cols);
+  });
   if (!ok) {
     Backend::norm_matmuls(x, norm, eps, xn, proj);
     return;
@@ -77,7 +89,8 @@ void CudaBackend::norm_matmuls(const Tensor& x, const Tensor& norm, float eps, c
     }
     if (!done) {
       if (!normed)
-        launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream());
+        launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream(),
+                             small_pdl_);
       normed = true;
       if (!cudamv::matvec_fused(*P[i], fp(xn), fp(proj[i].y), n, f, ctx_->stream()))
         throw Error("cuda backend: norm_matmuls: a matvec without a norm did not launch");
@@ -95,6 +108,8 @@ void CudaBackend::norm_swiglu(const Tensor& x, const Tensor& norm, float eps, co
                   x.rows >= 1 && x.rows <= cudamv::kMaxRows && dense_f32(x) && dense_f32(norm) &&
                   norm.cols == x.cols && dense_f32(xn) && dense_f32(gate) && dense_f32(up) &&
                   gate.rows == x.rows && up.rows == x.rows && gate.cols == Wg.rows && up.cols == Wg.rows;
+  OpScope ps(prof_.get(), "norm_swiglu", (G ? G->bytes : 0) + (U ? U->bytes : 0),
+             [&] { return G ? "2x " + weight_shape(*G) : std::string("?"); });
   if (!ok) {
     Backend::norm_swiglu(x, norm, eps, xn, Wg, Wu, gate, up);
     return;
@@ -112,17 +127,19 @@ void CudaBackend::norm_swiglu(const Tensor& x, const Tensor& norm, float eps, co
   f.y_more[0] = fp(up);
   const float* in = fp(x);
   if (!cudamv::matvec_fused(*G, in, fp(gate), n, f, ctx_->stream())) {
-    launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream());
+    launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream(),
+                         small_pdl_);
     f.norm_w = nullptr;
     if (!cudamv::matvec_fused(*G, fp(xn), fp(gate), n, f, ctx_->stream()))
       throw Error("cuda backend: norm_swiglu: a matvec without a norm did not launch");
   }
   launch_swiglu({fp(gate), fstride(gate)}, {fp(up), fstride(up)}, {fp(gate), fstride(gate)}, gate.rows, gate.cols,
-                ctx_->stream());
+                ctx_->stream(), small_pdl_);
 }
 
 void CudaBackend::matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp, const Tensor& acc) {
   const cudamv::PackedWeight* P = find_packed(W);
+  OpScope ps(prof_.get(), "matmul_add", P ? P->bytes : 0, [&] { return P ? weight_shape(*P) : std::string("?"); });
   if (!fuse_ || !P || x.rows < 1 || x.rows > cudamv::kMaxRows || !dense_f32(x) || !dense_f32(acc) ||
       W.cols != x.cols || acc.rows != x.rows || acc.cols != W.rows) {
     Backend::matmul_add(W, x, tmp, acc);
@@ -148,6 +165,7 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v
                   pos.stride == sizeof(int32_t) && (!cache || (cache->type == GgmlType::F16 && cache->kv_dim == k.cols));
   bool same_sections = true;
   for (int i = 0; i < 4; ++i) same_sections = same_sections && rq.sections[i] == rk.sections[i];
+  OpScope ps(prof_.get(), "qk_norm_rope");
   if (!ok || !same_sections) {
     Backend::qk_norm_rope(q, k, v, q_norm, k_norm, eps, pos, rq, rk, cache);
     return;
@@ -169,7 +187,7 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v
     a.V = static_cast<__half*>(cache->v.data);
     a.kv_dim = cache->kv_dim;
   }
-  launch_qk_norm_rope(a, q.rows, ctx_->stream());
+  launch_qk_norm_rope(a, q.rows, ctx_->stream(), small_pdl_);
 }
 
 }  // namespace df::cuda

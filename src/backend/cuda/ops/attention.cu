@@ -2,15 +2,20 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops/attention.cuh"
+#include "backend/cuda/ops/launch.cuh"
 #include "backend/cuda/ops/reduce.cuh"
 
 namespace df::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int64_t kMinSplitLen = 256;
+constexpr int kUnroll = 4;       // positions a warp loads at once
+// Slices of >= 64 positions (a warp then walks <= 16 of them, 4 loads at a time): decode is
+// latency-bound per warp, not by bytes (256-position slices cost ~50 us a layer at 700
+// positions on the H200, profiled).
+constexpr int64_t kMinSplitLen = 64;
 constexpr int kMaxSplits = 64;  // the merge reads two slices per lane
-constexpr int64_t kMaxSplitBlocks = 8192;  // rows * n_head * n_splits above this: fewer slices
+constexpr int64_t kMaxSplitBlocks = 16384;  // 8 rows * n_head * n_splits above this: fewer slices
 
 template <int E>
 __device__ __forceinline__ void load_halves(const __half* p, float* out) {
@@ -25,17 +30,53 @@ __device__ __forceinline__ void load_halves(const __half* p, float* out) {
   }
 }
 
-// part layout per (row, head, slice): [m, l, acc[head_dim]]
+// Lane `lane`'s E dims of the output of one (row, head) from the partial softmax sums of its
+// first n slices (pp: the (row, head)'s slices, [m, l, acc[head_dim]] each; n <= 64): lane s
+// reads slice s's max and sum, then every lane sums its dims over the slices in slice order.
+// The merge kernel and the fused merge (attention_slice_kernel's last block) both run it.
+template <int E, bool kPastL1>
+__device__ __forceinline__ void merge_slices(const float* pp, int n, int lane, float* orow) {
+  constexpr int HD = 32 * E;
+  auto ld = [](const float* p) { return kPastL1 ? __ldcg(p) : *p; };
+  float m0 = lane < n ? ld(pp + lane * (HD + 2)) : -INFINITY;
+  float m1 = lane + 32 < n ? ld(pp + (lane + 32) * (HD + 2)) : -INFINITY;
+  const float M = warp_max(fmaxf(m0, m1));
+  const float f0 = lane < n ? expf(m0 - M) : 0.0f, f1 = lane + 32 < n ? expf(m1 - M) : 0.0f;
+  const float l0 = lane < n ? ld(pp + lane * (HD + 2) + 1) : 0.0f;
+  const float l1 = lane + 32 < n ? ld(pp + (lane + 32) * (HD + 2) + 1) : 0.0f;
+  const float L = warp_sum(l0 * f0 + l1 * f1);
+  float o[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) o[e] = 0.0f;
+  for (int s = 0; s < n; ++s) {
+    const float f = __shfl_sync(0xffffffffu, s < 32 ? f0 : f1, s % 32);
+    const float* q = pp + s * (HD + 2);
+#pragma unroll
+    for (int e = 0; e < E; ++e) o[e] += ld(q + 2 + lane * E + e) * f;
+  }
+  const float inv = 1.0f / L;
+#pragma unroll
+  for (int e = 0; e < E; ++e) orow[e] = o[e] * inv;
+}
+
+// part layout per (row, head, slice): [m, l, acc[head_dim]]. counters (may be null): one int
+// per (row, head), zero between calls: the last used slice of a (row, head) to finish merges
+// (no merge kernel); slices past the row's position then exit at once.
 template <int E>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_slice_kernel(const float* q, int64_t qs, const __half* K, const __half* V, int64_t kvs,
                            const int32_t* pos, int64_t pos0, AttnArgs a, AttnSplit sp, float* part, float* out,
-                           int64_t os) {
+                           int64_t os, int32_t* counters) {
   constexpr int HD = 32 * E;
   const int slice = blockIdx.x, h = blockIdx.y;
   const int64_t r = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  pdl_wait();
+  pdl_trigger();
   const int64_t last = pos ? pos[r] : pos0 + r;
+  const int64_t used64 = last / sp.split_len + 1;
+  const int used = static_cast<int>(used64 < sp.n_splits ? used64 : sp.n_splits);
+  if (counters && sp.n_splits > 1 && slice >= used) return;
   const int64_t s0 = slice * sp.split_len;
   const int64_t s1 = min(s0 + sp.split_len, last + 1);
   const int hk = h / (a.n_head / a.n_head_kv);
@@ -48,20 +89,41 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int e = 0; e < E; ++e) qv[e] = qr[e] * a.scale, acc[e] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   const int64_t off = static_cast<int64_t>(hk) * HD + lane * E;
-  for (int64_t p = s0 + warp; p < s1; p += kWarps) {
-    float kv[E];
-    load_halves<E>(K + p * kvs + off, kv);
-    float s = 0.0f;
+  // A warp takes positions s0 + warp, + kWarps, ...; kUnroll of them at a time: their K and V
+  // rows load together (one memory latency for kUnroll positions, not one each), then the
+  // online-softmax updates run position by position in the same order (the same bits as one
+  // position at a time).
+  for (int64_t p0 = s0 + warp; p0 < s1; p0 += kUnroll * kWarps) {
+    float kv[kUnroll][E], vv[kUnroll][E];
 #pragma unroll
-    for (int e = 0; e < E; ++e) s = fmaf(qv[e], kv[e], s);
-    s = warp_sum(s);
-    const float mn = fmaxf(m, s);
-    const float c = expf(m - mn), w = expf(s - mn);
-    l = l * c + w;
-    load_halves<E>(V + p * kvs + off, kv);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = p0 + u * kWarps;
+      if (p < s1) {
+        load_halves<E>(K + p * kvs + off, kv[u]);
+        load_halves<E>(V + p * kvs + off, vv[u]);
+      }
+    }
+    float sc[kUnroll];
 #pragma unroll
-    for (int e = 0; e < E; ++e) acc[e] = fmaf(w, kv[e], acc[e] * c);
-    m = mn;
+    for (int u = 0; u < kUnroll; ++u) {
+      float s = 0.0f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) s = fmaf(qv[e], kv[u][e], s);
+      sc[u] = s;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) sc[u] = warp_sum(sc[u]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (p0 + u * kWarps >= s1) break;
+      const float s = sc[u];
+      const float mn = fmaxf(m, s);
+      const float c = expf(m - mn), w = expf(s - mn);
+      l = l * c + w;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] = fmaf(w, vv[u][e], acc[e] * c);
+      m = mn;
+    }
   }
   if (lane == 0) sm_m[warp] = m, sm_l[warp] = l;
 #pragma unroll
@@ -94,6 +156,19 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (lane == 0) pp[0] = M, pp[1] = L;
 #pragma unroll
   for (int e = 0; e < E; ++e) pp[2 + lane * E + e] = o[e];
+  if (!counters) return;
+  __threadfence();  // this slice's partial is visible before its ticket
+  __syncwarp();
+  int ticket = 0;
+  int32_t* counter = counters + r * a.n_head + h;
+  if (lane == 0) ticket = atomicAdd(counter, 1);
+  ticket = __shfl_sync(0xffffffffu, ticket, 0);
+  if (ticket != used - 1) return;
+  // The last used slice: the others' partials are written (fenced before their tickets).
+  if (lane == 0) *counter = 0;  // ready for the next call (graph replays included)
+  __threadfence();
+  merge_slices<E, true>(part + (r * a.n_head + h) * sp.n_splits * (HD + 2), used, lane,
+                        out + r * os + static_cast<int64_t>(h) * HD + lane * E);
 }
 
 // One warp per (head, row): merges the partial softmax sums of the slices that hold
@@ -105,40 +180,26 @@ __global__ void attention_merge_kernel(const float* part, const int32_t* pos, in
   const int h = blockIdx.x;
   const int64_t r = blockIdx.y;
   const int lane = threadIdx.x;
+  pdl_wait();
+  pdl_trigger();
   const int64_t last = pos ? pos[r] : pos0 + r;
   const int64_t used = last / sp.split_len + 1;
   const int n = static_cast<int>(used < sp.n_splits ? used : sp.n_splits);
-  const float* pp = part + (r * a.n_head + h) * sp.n_splits * (HD + 2);
-  float m0 = lane < n ? pp[lane * (HD + 2)] : -INFINITY, m1 = lane + 32 < n ? pp[(lane + 32) * (HD + 2)] : -INFINITY;
-  const float M = warp_max(fmaxf(m0, m1));
-  const float f0 = lane < n ? expf(m0 - M) : 0.0f, f1 = lane + 32 < n ? expf(m1 - M) : 0.0f;
-  const float l0 = lane < n ? pp[lane * (HD + 2) + 1] : 0.0f, l1 = lane + 32 < n ? pp[(lane + 32) * (HD + 2) + 1] : 0.0f;
-  const float L = warp_sum(l0 * f0 + l1 * f1);
-  float o[E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) o[e] = 0.0f;
-  for (int s = 0; s < n; ++s) {
-    const float f = __shfl_sync(0xffffffffu, s < 32 ? f0 : f1, s % 32);
-    const float* q = pp + s * (HD + 2);
-#pragma unroll
-    for (int e = 0; e < E; ++e) o[e] += q[2 + lane * E + e] * f;
-  }
-  float* orow = out + r * os + static_cast<int64_t>(h) * HD + lane * E;
-  const float inv = 1.0f / L;
-#pragma unroll
-  for (int e = 0; e < E; ++e) orow[e] = o[e] * inv;
+  merge_slices<E, false>(part + (r * a.n_head + h) * sp.n_splits * (HD + 2), n, lane,
+                         out + r * os + static_cast<int64_t>(h) * HD + lane * E);
 }
 
 template <int E>
 void launch_e(const float* q, int64_t qs, int64_t rows, const __half* K, const __half* V, int64_t kvs,
               const int32_t* pos, int64_t pos0, const AttnArgs& a, const AttnSplit& sp, float* scratch, float* out,
-              int64_t os, cudaStream_t s) {
+              int64_t os, int32_t* counters, cudaStream_t s, bool pdl) {
   const dim3 grid(static_cast<unsigned>(sp.n_splits), static_cast<unsigned>(a.n_head), static_cast<unsigned>(rows));
-  attention_slice_kernel<E><<<grid, kWarps * 32, 0, s>>>(q, qs, K, V, kvs, pos, pos0, a, sp, scratch, out, os);
+  launch_kernel(attention_slice_kernel<E>, grid, dim3(kWarps * 32), 0, s, pdl, q, qs, K, V, kvs, pos, pos0, a, sp,
+                scratch, out, os, counters);
   launch_check("attention");
-  if (sp.n_splits > 1) {
-    attention_merge_kernel<E><<<dim3(static_cast<unsigned>(a.n_head), static_cast<unsigned>(rows)), 32, 0, s>>>(
-        scratch, pos, pos0, a, sp, out, os);
+  if (sp.n_splits > 1 && !counters) {
+    launch_kernel(attention_merge_kernel<E>, dim3(static_cast<unsigned>(a.n_head), static_cast<unsigned>(rows)),
+                  dim3(32), 0, s, pdl, scratch, pos, pos0, a, sp, out, os);
     launch_check("attention merge");
   }
 }
@@ -167,14 +228,14 @@ bool attention_head_dim_supported(int32_t hd) { return hd == 32 || hd == 64 || h
 
 void launch_attention(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                       int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
-                      float* out, int64_t out_stride, cudaStream_t s) {
+                      float* out, int64_t out_stride, cudaStream_t s, int32_t* counters, bool pdl) {
   if (rows == 0) return;
   const AttnSplit sp = attention_split(rows, a);
   switch (a.head_dim) {
-    case 32: launch_e<1>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, sp, scratch, out, out_stride, s); break;
-    case 64: launch_e<2>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, sp, scratch, out, out_stride, s); break;
-    case 128: launch_e<4>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, sp, scratch, out, out_stride, s); break;
-    case 256: launch_e<8>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, sp, scratch, out, out_stride, s); break;
+    case 32: launch_e<1>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, sp, scratch, out, out_stride, counters, s, pdl); break;
+    case 64: launch_e<2>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, sp, scratch, out, out_stride, counters, s, pdl); break;
+    case 128: launch_e<4>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, sp, scratch, out, out_stride, counters, s, pdl); break;
+    case 256: launch_e<8>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, sp, scratch, out, out_stride, counters, s, pdl); break;
     default: throw Error("cuda attention: head_dim " + std::to_string(a.head_dim) + " is not 32, 64, 128 or 256");
   }
 }

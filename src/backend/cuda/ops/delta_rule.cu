@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops/delta_rule.cuh"
+#include "backend/cuda/ops/launch.cuh"
 
 namespace df::cuda {
 namespace {
@@ -23,6 +24,8 @@ __global__ void __launch_bounds__(kWarps * 32) delta_rule_kernel(DeltaRuleArgs a
   const int hk = h % a.n_k_heads;
   const int64_t row = static_cast<int64_t>(h) * D + j;  // state row (h, j)
   auto col = [&](int m) { return gl * 4 + 4 * G * m; };
+  pdl_wait();
+  pdl_trigger();
   float S[E];
   {
     const float* srow = a.state + row * D;
@@ -104,7 +107,7 @@ void launch_dg(const DeltaRuleArgs& a, cudaStream_t s) {
   constexpr int rows_per_block = kWarps * 32 / G;
   static_assert(D % rows_per_block == 0, "rows per block");
   const dim3 grid(static_cast<unsigned>(D / rows_per_block), static_cast<unsigned>(a.n_v_heads));
-  delta_rule_kernel<D, G><<<grid, kWarps * 32, 0, s>>>(a);
+  launch_kernel(delta_rule_kernel<D, G>, grid, dim3(kWarps * 32), 0, s, a.pdl, a);
 }
 
 template <int D>

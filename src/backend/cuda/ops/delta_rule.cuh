@@ -35,6 +35,7 @@ struct DeltaRuleArgs {
   int32_t n_k_heads = 0;
   int32_t n_v_heads = 0;
   float scale = 1.0f;
+  bool pdl = false;    // launched with programmatic dependent launch (ops/launch.cuh)
 };
 
 bool delta_rule_head_size_supported(int32_t d);

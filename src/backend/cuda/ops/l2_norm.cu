@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops/l2_norm.cuh"
+#include "backend/cuda/ops/launch.cuh"
 #include "backend/cuda/ops/reduce.cuh"
 
 namespace df::cuda {
@@ -10,6 +11,8 @@ __global__ void l2_norm_kernel(const float* x, int64_t xs, float* y, int64_t ys,
                                int64_t group, float eps) {
   const int64_t w = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  pdl_wait();
+  pdl_trigger();
   if (w >= rows * n_groups) return;
   const int64_t r = w / n_groups, g = w % n_groups;
   const float* a = x + r * xs + g * group;
@@ -24,11 +27,11 @@ __global__ void l2_norm_kernel(const float* x, int64_t xs, float* y, int64_t ys,
 }  // namespace
 
 void launch_l2_norm(const float* x, int64_t x_stride, float* y, int64_t y_stride, int64_t rows, int64_t cols,
-                    int64_t group, float eps, cudaStream_t s) {
+                    int64_t group, float eps, cudaStream_t s, bool pdl) {
   const int64_t warps = rows * (cols / group);
   if (warps == 0) return;
-  l2_norm_kernel<<<static_cast<unsigned>((warps + 7) / 8), 256, 0, s>>>(x, x_stride, y, y_stride, rows,
-                                                                         cols / group, group, eps);
+  launch_kernel(l2_norm_kernel, dim3(static_cast<unsigned>((warps + 7) / 8)), dim3(256), 0, s, pdl, x, x_stride, y,
+                y_stride, rows, cols / group, group, eps);
   launch_check("l2_norm");
 }
 

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops/activations.cuh"
+#include "backend/cuda/ops/launch.cuh"
 #include "backend/cuda/ops/qk_norm_rope.cuh"
 
 namespace df::cuda {
@@ -24,6 +25,17 @@ __global__ void __launch_bounds__(kWarps * 32) qk_norm_rope_kernel(QkNormRopeArg
   const int h = blockIdx.x * kWarps + warp;
   const int hd = a.rope.head_dim;
   const int n_heads = a.n_head + a.n_head_kv + (a.K ? a.n_head_kv : 0);
+  const bool is_q = h < a.n_head;
+  // The norm weights (constant) before the wait: they load while the previous kernel ends.
+  constexpr int kW = kQkMaxHeadDim / 32;
+  float wr[kW];
+  if (h < a.n_head + a.n_head_kv) {
+    const float* w = is_q ? a.q_norm : a.k_norm;
+#pragma unroll
+    for (int i = 0; i < kW; ++i) wr[i] = lane + 32 * i < hd ? __ldg(w + lane + 32 * i) : 0.0f;
+  }
+  pdl_wait();
+  pdl_trigger();
   if (h >= n_heads) return;
   const int32_t p = a.pos[r];
   if (h >= a.n_head + a.n_head_kv) {  // a v head: store only
@@ -33,13 +45,15 @@ __global__ void __launch_bounds__(kWarps * 32) qk_norm_rope_kernel(QkNormRopeArg
     for (int c = lane; c < hd; c += 32) dst[c] = __float2half_rn(src[c]);
     return;
   }
-  const bool is_q = h < a.n_head;
   const int hh = is_q ? h : h - a.n_head;
   float* x = (is_q ? a.q + r * a.q_stride : a.k + r * a.k_stride) + static_cast<int64_t>(hh) * hd;
-  const float* w = is_q ? a.q_norm : a.k_norm;
   const float scale = rms_scale_of(hd, a.eps, [&](int c) { return x[c]; });  // rms_norm's order
   float* sh = head[warp];
-  for (int c = lane; c < hd; c += 32) sh[c] = rms_apply(x[c], scale, w[c]);
+#pragma unroll
+  for (int i = 0; i < kW; ++i) {
+    const int c = lane + 32 * i;
+    if (c < hd) sh[c] = rms_apply(x[c], scale, wr[i]);
+  }
   __syncwarp();
   const int half = a.rope.n_rot / 2;
   __half* kdst = !is_q && a.K ? a.K + static_cast<int64_t>(p) * a.kv_dim + static_cast<int64_t>(hh) * hd : nullptr;
@@ -63,12 +77,12 @@ __global__ void __launch_bounds__(kWarps * 32) qk_norm_rope_kernel(QkNormRopeArg
 
 }  // namespace
 
-void launch_qk_norm_rope(const QkNormRopeArgs& a, int64_t rows, cudaStream_t s) {
+void launch_qk_norm_rope(const QkNormRopeArgs& a, int64_t rows, cudaStream_t s, bool pdl) {
   if (rows == 0) return;
   if (a.rope.head_dim > kQkMaxHeadDim) throw Error("cuda qk_norm_rope: head_dim above 256");
   const int n_heads = a.n_head + a.n_head_kv + (a.K ? a.n_head_kv : 0);
   const dim3 grid(static_cast<unsigned>((n_heads + kWarps - 1) / kWarps), static_cast<unsigned>(rows));
-  qk_norm_rope_kernel<<<grid, kWarps * 32, 0, s>>>(a);
+  launch_kernel(qk_norm_rope_kernel, grid, dim3(kWarps * 32), 0, s, pdl, a);
   launch_check("qk_norm_rope");
 }
 

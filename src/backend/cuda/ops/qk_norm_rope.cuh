@@ -33,6 +33,7 @@ struct QkNormRopeArgs {
 
 constexpr int kQkMaxHeadDim = 256;
 
-void launch_qk_norm_rope(const QkNormRopeArgs& a, int64_t rows, cudaStream_t s);
+// pdl: ops/launch.cuh.
+void launch_qk_norm_rope(const QkNormRopeArgs& a, int64_t rows, cudaStream_t s, bool pdl = false);
 
 }  // namespace df::cuda

@@ -15,6 +15,7 @@ namespace df::cuda {
 constexpr int kSsmConvMaxKernel = 16;
 
 void launch_ssm_conv(const float* x, int64_t x_stride, float* state, const float* w, float* y, int64_t y_stride,
-                     int64_t n, int64_t C, int K, float* snapshots, int64_t n_snapshots, cudaStream_t s);
+                     int64_t n, int64_t C, int K, float* snapshots, int64_t n_snapshots, cudaStream_t s,
+                     bool pdl = false);  // pdl: ops/launch.cuh
 
 }  // namespace df::cuda
