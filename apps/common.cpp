@@ -35,6 +35,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--plain-small-kernels", f.plain_small_kernels,
                "GPU decode step's small kernels as before, to compare: plain launches (only matvecs with PDL), "
                "attention's merge as its own kernel, one argmax block a row");
+  app.add_flag("--moe-legacy", f.moe_legacy,
+               "GPU MoE as in stop 19 (to compare): prefill's experts grouped on the host, one launch per expert; "
+               "f32 activations for the experts; the combine and the residual add as two kernels");
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
@@ -85,6 +88,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.mv_exact = f.mv_exact;
   o.pdl = !f.no_pdl;
   o.lean_kernels = !f.plain_small_kernels;
+  o.moe_legacy = f.moe_legacy;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;

@@ -39,6 +39,7 @@ struct EngineOptions {
   bool mv_exact = false;       // CUDA decode matvecs with f32 activations (no int8 rounding)
   bool pdl = true;             // CUDA kernels with programmatic dependent launch
   bool lean_kernels = true;    // CUDA decode step's small kernels lean (CudaOptions::lean_kernels)
+  bool moe_legacy = false;     // CUDA MoE: the stop-19 path (host-grouped prefill, f32-x experts)
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV

@@ -76,6 +76,27 @@ void Backend::matmul_id_swiglu(const Tensor& Wg, const Tensor& Wu, int64_t n_exp
   swiglu(gate, up, gate);
 }
 
+void Backend::moe_combine_add(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
+                              const Tensor& out, const Tensor& x) {
+  moe_combine(experts, weights, shared, gate, out);
+  add(x, out);
+}
+
+void Backend::moe_experts_residual(const MoeExperts& m, const Tensor& x, const Tensor& norm, float eps,
+                                   const Tensor& xn) {
+  rms_norm(x, norm, eps, xn);
+  moe_route(m.logits, m.normalize, m.scale, m.ids, m.weights);
+  matmul_id_swiglu(m.gate_exps, m.up_exps, m.n_expert, xn, m.ids, m.gate, m.up);
+  matmul_id(m.down_exps, m.n_expert, m.gate, m.ids, m.down);
+  if (!m.shexp_gate.data) {
+    moe_combine_add(m.down, m.weights, Tensor{}, Tensor{}, m.out, x);
+    return;
+  }
+  norm_swiglu(x, norm, eps, xn, m.shexp_gate, m.shexp_up, m.sh_gate, m.sh_up);
+  matmul(m.shexp_down, m.sh_gate, m.sh_out);
+  moe_combine_add(m.down, m.weights, m.sh_out, m.sh_g, m.out, x);
+}
+
 void Backend::matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp, const Tensor& acc) {
   matmul(W, x, tmp);
   add(acc, tmp);

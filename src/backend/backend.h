@@ -57,6 +57,21 @@ struct Projection {
   Tensor bias{}, scale{};  // SOFTPLUS_SCALE: [1, m] f32 each
 };
 
+// The expert part of a MoE FFN block (Backend::moe_experts_residual; models/moe_ffn.h): the
+// stacks, the shared expert (data null: none), and the activations. Inputs: logits [n, E]
+// (the router's) and sh_g [n, 1] (the shared expert's sigmoid gate); the rest is scratch:
+// ids [n, k] i32, weights [n, k], gate / up [n * k, m], down [n * k, dim], sh_gate / sh_up
+// [n, m_sh], sh_out / out [n, dim].
+struct MoeExperts {
+  Tensor gate_exps, up_exps, down_exps;  // weight_stack()s of n_expert experts
+  int64_t n_expert = 0;
+  bool normalize = true;  // renormalise the routed weights (moe_route)
+  float scale = 0.0f;
+  Tensor shexp_gate, shexp_up, shexp_down;
+  Tensor logits, sh_g;
+  Tensor ids, weights, gate, up, down, sh_gate, sh_up, sh_out, out;
+};
+
 // One attention layer's KV cache. Its layout is the backend's choice (the CPU backend keeps
 // V transposed, [kv_dim, capacity], so the product with the probabilities is a dot over
 // positions as in llama.cpp); model code only passes it back to kv_store / attention.
@@ -261,6 +276,18 @@ class Backend {
   // [n, d] and gate [n, 1] (the shared expert and its sigmoid gate) are optional (data null).
   virtual void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared,
                            const Tensor& gate, const Tensor& out) = 0;
+  // Fused: moe_combine(experts, weights, shared, gate, out); add(x, out) (x [n, d] += the MoE
+  // output; out: scratch that a fused backend need not write).
+  // A MoE block after its router (x [n, dim] += the experts; xn [n, dim] scratch):
+  //   rms_norm(x, norm, eps, xn); moe_route(logits, normalize, scale, ids, weights);
+  //   matmul_id_swiglu(gate_exps, up_exps, E, xn, ids, gate, up); matmul_id(down_exps, E, gate,
+  //   ids, down); with a shared expert norm_swiglu(x, norm, eps, xn, shexp_gate, shexp_up,
+  //   sh_gate, sh_up) and matmul(shexp_down, sh_gate, sh_out); moe_combine_add(down, weights,
+  //   sh_out | none, sh_g | none, out, x). A fused backend may leave the scratch unwritten.
+  virtual void moe_experts_residual(const MoeExperts& m, const Tensor& x, const Tensor& norm, float eps,
+                                    const Tensor& xn);
+  virtual void moe_combine_add(const Tensor& experts, const Tensor& weights, const Tensor& shared,
+                               const Tensor& gate, const Tensor& out, const Tensor& x);
 
  protected:
   // moe_combine's contract above (types and shapes), for every backend; throws df::Error.

@@ -93,23 +93,22 @@ void moe_ffn_residual(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeS
   const Tensor logits = t.logits.slice_rows(0, n), ids = t.ids.slice_rows(0, n), w = t.weights.slice_rows(0, n);
   const Tensor gate = t.gate.slice_rows(0, n * k), up = t.up.slice_rows(0, n * k), down = t.down.slice_rows(0, n * k);
   const Tensor g = shared ? t.sh_g.slice_rows(0, n) : Tensor{};
-  b.rms_norm(x, norm, eps, xn);                                // xn [n, dim]: the experts' input
   // The router and the shared expert's gate over rms_norm(x) (a fused backend norms x in the
-  // launch; the default writes the same xn again): logits [n, E], g = sigmoid(gate_inp . xn) [n, 1].
+  // launch; the default writes xn): logits [n, E], g = sigmoid(gate_inp . xn) [n, 1].
   const Projection proj[2] = {{f.router, logits}, {f.shexp_gate_inp, g, Epilogue::SIGMOID}};
   b.norm_matmuls(x, norm, eps, xn, std::span<const Projection>(proj, shared ? 2 : 1));
-  b.moe_route(logits, s.norm_weights, s.weights_scale, ids, w);  // ids, w [n, k]
-  b.matmul_id_swiglu(f.gate_exps, f.up_exps, s.n_expert, xn, ids, gate, up);  // gate [n * k, n_ff_exp]
-  b.matmul_id(f.down_exps, s.n_expert, gate, ids, down);       // down [n * k, dim]
-  if (!shared) {
-    b.moe_combine(down, w, Tensor{}, Tensor{}, out);
-  } else {
-    const Tensor sg = t.sh_gate.slice_rows(0, n), su = t.sh_up.slice_rows(0, n), so = t.sh_out.slice_rows(0, n);
-    b.norm_swiglu(x, norm, eps, xn, f.shexp_gate, f.shexp_up, sg, su);  // sg [n, n_ff_shexp]
-    b.matmul(f.shexp_down, sg, so);                            // so [n, dim]
-    b.moe_combine(down, w, so, g, out);                        // out [n, dim]
+  // Then (Backend::moe_experts_residual's default): xn = rms_norm(x) [n, dim], the experts'
+  // input; ids, w [n, k] = top-k; gate [n * k, n_ff_exp] = SwiGLU of the routed experts; down
+  // [n * k, dim]; the shared expert sh_gate [n, n_ff_shexp], sh_out [n, dim]; x += the combine.
+  MoeExperts m;
+  m.gate_exps = f.gate_exps, m.up_exps = f.up_exps, m.down_exps = f.down_exps;
+  m.n_expert = s.n_expert, m.normalize = s.norm_weights, m.scale = s.weights_scale;
+  m.logits = logits, m.ids = ids, m.weights = w, m.gate = gate, m.up = up, m.down = down, m.out = out;
+  if (shared) {
+    m.shexp_gate = f.shexp_gate, m.shexp_up = f.shexp_up, m.shexp_down = f.shexp_down, m.sh_g = g;
+    m.sh_gate = t.sh_gate.slice_rows(0, n), m.sh_up = t.sh_up.slice_rows(0, n), m.sh_out = t.sh_out.slice_rows(0, n);
   }
-  b.add(x, out);
+  b.moe_experts_residual(m, x, norm, eps, xn);
 }
 
 uint64_t moe_weight_bytes(const MoeFfn& f) {

@@ -53,6 +53,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_mv_exact = opt.mv_exact;
   bo.cuda_no_pdl = !opt.pdl;
   bo.cuda_plain_small_kernels = !opt.lean_kernels;
+  bo.cuda_moe_legacy = opt.moe_legacy;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;
   bo.cuda_gpu_mem_bytes = opt.gpu_mem_bytes;
   e->backend_ = make_backend(bo);

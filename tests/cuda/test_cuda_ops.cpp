@@ -514,9 +514,10 @@ TEST(CudaOps, RowCountIndependence) {
 
 // MoE ops at the 35B-A3B decode shape (256 experts, 8 routed, rows of 2048): the router's
 // choice the same as the CPU's, the grouped expert products within the matmul budgets for
-// decode (one matvec per slot), verify (<= 8 rows per expert) and prefill (more), each row of
-// a many-row call the bits of the one-row call, and with the experts streamed through a small
-// device cache the bits of the resident stack.
+// decode (one matvec per slot), verify (<= 8 rows per expert) and prefill (more; grouped on the
+// device, chunks of 8 rows per expert: no download of the ids), each row of a 3-, 40- or
+// 300-row call the bits of the one-row call, moe_combine_add the bits of moe_combine and add,
+// and with the experts streamed through a small device cache the bits of the resident stack.
 TEST(CudaOps, MoeDecodeShape) {
   DF_REQUIRE_GPU();
   const int64_t E = 256, k = 8, cols = 2048, m = 64;
@@ -527,7 +528,7 @@ TEST(CudaOps, MoeDecodeShape) {
   cuda::CudaOptions o;
   o.expert_cache_bytes = 12 * (row_bytes(GgmlType::Q4_K, cols) * m + 256);  // 12 of the 256 experts
   cuda::CudaBackend small(o);
-  for (int64_t n : {1, 3, 40}) {
+  for (int64_t n : {1, 3, 40, 300}) {
     const auto logits = randn(static_cast<size_t>(n * E), 92 + n, 2.0f);
     const auto xs = randn(static_cast<size_t>(n * cols), 95 + n);
     auto run = [&](Backend& b) -> Outputs {
@@ -541,18 +542,27 @@ TEST(CudaOps, MoeDecodeShape) {
       b.matmul_id(W, E, x.t, ids.t, y.t);
       auto out = put_f32(b, std::vector<float>(static_cast<size_t>(n * m)), m);
       b.moe_combine(y.t, w.t, Tensor{}, Tensor{}, out.t);
+      // the fused combine and residual add: the bits of moe_combine then add
+      const auto res = randn(static_cast<size_t>(n * m), 97 + n);
+      auto x1 = put_f32(b, res, m), x2 = put_f32(b, res, m);
+      auto tmp = put_f32(b, std::vector<float>(static_cast<size_t>(n * m)), m);
+      b.moe_combine_add(y.t, w.t, Tensor{}, Tensor{}, tmp.t, x1.t);
+      b.add(x2.t, out.t);
+      EXPECT_EQ(get_f32(b, x1.t), get_f32(b, x2.t)) << "moe_combine_add, n=" << n;
       std::vector<int32_t> id(static_cast<size_t>(n * k));
       b.download(ids.t, id.data(), id.size() * sizeof(int32_t));
       return {std::vector<float>(id.begin(), id.end()), get_f32(b, w.t), get_f32(b, y.t), get_f32(b, out.t)};
     };
+    const uint64_t d0 = gpu()->routed_id_downloads();
     const Outputs ref = run(cpu_ref()), got = run(*gpu()), streamed = run(small);
+    EXPECT_EQ(gpu()->routed_id_downloads(), d0) << "grouped on the device, n=" << n;
     EXPECT_EQ(ref[0], got[0]) << "routed experts, n=" << n;
     EXPECT_LE(nerr(ref[1], got[1]), 1e-10) << "routing weights, n=" << n;
     EXPECT_LE(nerr(ref[2], got[2]), 1e-4) << "expert products, n=" << n;
     EXPECT_LE(nerr(ref[3], got[3]), 1e-4) << "combine, n=" << n;
     for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], streamed[i]) << "streamed output " << i << ", n=" << n;
-    if (n == 3) {  // each row of a 3-row call (<= 8 rows per expert): the bits of one row alone
-      for (int64_t r = 0; r < n; ++r) {
+    if (n > 1) {  // each row of a many-row call: the bits of one row alone
+      for (int64_t r = 0; r < n; r += n > 40 ? 7 : 1) {
         const Tensor W = gpu()->weight_stack(GgmlType::Q4_K, cols, m, E, wq.data());
         auto ids = put_i32(*gpu(), std::vector<int32_t>(got[0].begin() + r * k, got[0].begin() + (r + 1) * k));
         auto x = put_f32(*gpu(), std::vector<float>(xs.begin() + r * cols, xs.begin() + (r + 1) * cols), cols);
@@ -615,6 +625,82 @@ TEST(CudaOps, MoeSwigluFusedIsTheUnfusedBits) {
     // two chained quantized products (gate and up through SwiGLU): the fused-op tests' budget
     EXPECT_LE(nerr(run(cpu_ref(), false), fused), 5e-4) << "vs the CPU, n=" << n;
   }
+}
+
+// The expert part of a MoE block (moe_experts_residual) with a shared expert of the routed
+// experts' shape: the fused decode path (router top-k + shared slot, gate/up with the norm
+// prologue, down, combine + residual: 4 launches) gives x the bits of the unfused sequence that
+// streamed experts take, each row of an 8-row call the bits of that row alone, and the CPU's
+// result within the chained quantized products' budget; --moe-legacy within that budget too.
+TEST(CudaOps, MoeExpertsFusedIsTheStreamedBits) {
+  DF_REQUIRE_GPU();
+  const int64_t E = 64, k = 8, dim = 1024, m = 256;
+  const size_t rd = row_bytes(GgmlType::Q4_K, dim);
+  auto quant = [](int64_t rows, int64_t cols, uint32_t seed) {
+    const size_t rb = row_bytes(GgmlType::Q4_K, cols);
+    std::vector<uint8_t> q(rb * static_cast<size_t>(rows));
+    const auto f = randn(static_cast<size_t>(rows * cols), seed, 0.1f);
+    for (int64_t r = 0; r < rows; ++r) cpu::quantize_row_ref(GgmlType::Q4_K, f.data() + r * cols, q.data() + rb * r, cols);
+    return q;
+  };
+  const auto gq = quant(E * m, dim, 301), uq = quant(E * m, dim, 302), dq = quant(E * dim, m, 303);
+  const auto sgq = quant(m, dim, 304), suq = quant(m, dim, 305), sdq = quant(dim, m, 306);
+  cuda::CudaOptions so;
+  so.expert_cache_bytes = 3 * 20 * (rd * m + 256);  // 20 of the 64 experts of each stack
+  cuda::CudaBackend streamed(so);
+  cuda::CudaOptions lo;
+  lo.moe_legacy = true;
+  cuda::CudaBackend legacy(lo);
+  auto run = [&](Backend& b, int64_t n, int64_t row0, int64_t seed_n) {
+    const auto logits = randn(static_cast<size_t>(seed_n * E), 310 + seed_n, 2.0f);
+    const auto xs = randn(static_cast<size_t>(seed_n * dim), 320 + seed_n);
+    auto gv = randn(static_cast<size_t>(seed_n), 330 + seed_n);
+    for (float& v : gv) v = 1.0f / (1.0f + std::exp(-v));
+    auto nv = randn(static_cast<size_t>(dim), 340, 0.2f);
+    for (float& v : nv) v += 1.0f;
+    auto rows = [&](const std::vector<float>& v, int64_t c) {
+      return std::vector<float>(v.begin() + row0 * c, v.begin() + (row0 + n) * c);
+    };
+    MoeExperts a;
+    a.gate_exps = b.weight_stack(GgmlType::Q4_K, dim, m, E, gq.data());
+    a.up_exps = b.weight_stack(GgmlType::Q4_K, dim, m, E, uq.data());
+    a.down_exps = b.weight_stack(GgmlType::Q4_K, m, dim, E, dq.data());
+    a.n_expert = E;
+    a.shexp_gate = b.weight(GgmlType::Q4_K, dim, m, sgq.data());
+    a.shexp_up = b.weight(GgmlType::Q4_K, dim, m, suq.data());
+    a.shexp_down = b.weight(GgmlType::Q4_K, m, dim, sdq.data());
+    std::vector<Held> held;
+    auto f32 = [&](const std::vector<float>& v, int64_t c) {
+      held.push_back(put_f32(b, v, c));
+      return held.back().t;
+    };
+    auto zeros = [&](int64_t r, int64_t c) { return f32(std::vector<float>(static_cast<size_t>(r * c), NAN), c); };
+    a.logits = f32(rows(logits, E), E);
+    a.sh_g = f32(rows(gv, 1), 1);
+    held.push_back(put(b, GgmlType::I32, k, n, nullptr));
+    a.ids = held.back().t;
+    a.weights = zeros(n, k), a.gate = zeros(n * k, m), a.up = zeros(n * k, m), a.down = zeros(n * k, dim);
+    a.sh_gate = zeros(n, m), a.sh_up = zeros(n, m), a.sh_out = zeros(n, dim), a.out = zeros(n, dim);
+    const Tensor x = f32(rows(xs, dim), dim), norm = f32(nv, dim), xn = zeros(n, dim);
+    b.moe_experts_residual(a, x, norm, 1e-6f, xn);
+    std::vector<float> d = get_f32(b, x);
+    const auto x0 = rows(xs, dim);
+    for (size_t i = 0; i < d.size(); ++i) d[i] -= x0[i];  // the MoE output (x's rounding aside)
+    return std::make_pair(get_f32(b, x), d);
+  };
+  for (int64_t n : {1, 3, 8}) {
+    const auto got = run(*gpu(), n, 0, n);
+    EXPECT_EQ(got.first, run(streamed, n, 0, n).first) << "streamed, n=" << n;
+    EXPECT_LE(nerr(run(cpu_ref(), n, 0, n).second, got.second), 5e-4) << "vs the CPU, n=" << n;
+    EXPECT_LE(nerr(run(legacy, n, 0, n).second, got.second), 5e-4) << "vs --moe-legacy, n=" << n;
+    if (n == 8)
+      for (int64_t r = 0; r < n; ++r) {
+        const auto one = run(*gpu(), 1, r, n).first;
+        EXPECT_TRUE(std::equal(one.begin(), one.end(), got.first.begin() + r * dim)) << "row " << r << " of 8";
+      }
+  }
+  const cuda::ExpertCacheStats st = streamed.expert_cache_stats();
+  EXPECT_GT(st.misses, 0u);
 }
 
 }  // namespace

@@ -651,6 +651,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.int8_x = !opt.cuda_mv_exact;
   o.pdl = !opt.cuda_no_pdl;
   o.lean_kernels = !opt.cuda_plain_small_kernels;
+  o.moe_legacy = opt.cuda_moe_legacy;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
   return std::make_unique<CudaBackend>(o);

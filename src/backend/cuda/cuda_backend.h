@@ -58,6 +58,10 @@ struct CudaOptions {
   // gets what it leaves once the dense weights, KV caches and state are allocated (less 512 MiB
   // for scratch).
   int64_t gpu_mem_bytes = 0;
+  // The stop-19 MoE path: matmul_id of more than 8 rows downloads the ids and loops over the
+  // experts on the host; the combine and the residual add as two launches (default: grouped
+  // on the device, one launch over chunks of 8 rows per expert; the add in the combine).
+  bool moe_legacy = false;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).
@@ -116,13 +120,21 @@ class CudaBackend final : public Backend {
                         const Tensor& state, float scale, const Tensor& out, const Tensor& snapshots) override;
   // MoE (moe_ops.cu). matmul_id of up to 8 rows reads the routed ids on the device (one matvec
   // launch over the slots, each slot's expert from the stack's device table: graph-safe);
-  // more rows download the ids once per routing and run each used expert once over its rows.
+  // more rows group the slots by expert on the device and run chunks of 8 rows per expert in
+  // one launch (CudaOptions::moe_legacy: the ids downloaded, one launch per used expert).
   void moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids, const Tensor& weights) override;
   void matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) override;
   void matmul_id_swiglu(const Tensor& Wg, const Tensor& Wu, int64_t n_expert, const Tensor& x, const Tensor& ids,
                         const Tensor& gate, const Tensor& up) override;
   void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
                    const Tensor& out) override;
+  void moe_combine_add(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
+                       const Tensor& out, const Tensor& x) override;
+  // Decode (1..8 rows, resident stacks, a shared expert of the experts' shape): 4 launches
+  // after the router (moe_ops.cu moe_experts_fused); otherwise the default's ops with the
+  // matvec prologue's norm (the same bits per row).
+  void moe_experts_residual(const MoeExperts& m, const Tensor& x, const Tensor& norm, float eps,
+                            const Tensor& xn) override;
 
   // ---- fused ops (cuda_fused.cu): the matvec's norm prologue, epilogues, several matrices per
   // launch, and one kernel for q/k norm + RoPE + KV store ----
@@ -186,6 +198,13 @@ class CudaBackend final : public Backend {
   // false (nothing launched) where the call has too many rows or non-dense rows.
   bool matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n_expert, const Tensor& x, const Tensor& ids,
                         const Tensor& y);
+  // matmul_id of more than 8 rows with the slots grouped by expert on the device (ops/moe.cuh
+  // launch_moe_group, once per routing) and one matvec launch over chunks of 8 rows; false
+  // (nothing written to y) where the shapes do not allow it.
+  bool moe_experts_fused(const MoeExperts& m, const Tensor& x, const Tensor& norm, float eps);
+  const uint8_t* const* extended_table(const Tensor& W, const Tensor& Ws, int64_t n_expert, int64_t m);
+  void expert_geometry(cudamv::PackedWeight& p, const ExpertStack* S, const Tensor& W, int64_t m) const;
+  bool matmul_id_grouped(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y);
   CudaOptions opt_;
   bool streamed_ = false;                // routed experts in host memory (decided by reserve_weights)
   uint64_t free_at_start_ = 0;           // free device bytes when the backend was made

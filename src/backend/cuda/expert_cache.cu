@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
@@ -25,7 +27,8 @@ __global__ void count_kernel(const int32_t* ids, int64_t n_slots, const uint8_t*
                              unsigned long long expert_bytes) {
   for (int64_t s = threadIdx.x; s < n_slots; s += blockDim.x) {
     int e = ids[s];
-    e = e < 0 ? 0 : e < n_expert ? e : static_cast<int>(n_expert - 1);
+    if (e < 0) continue;  // an unused chunk of a grouped launch
+    e = e < n_expert ? e : static_cast<int>(n_expert - 1);
     atomicAdd(uses + e, 1u);
     const uint8_t* q = table[e];
     const bool hit = q >= lo && q < hi;
@@ -90,9 +93,18 @@ const ExpertStack* ExpertCache::add_stack(GgmlType type, int64_t cols, int64_t r
   s->host_dev = static_cast<uint8_t*>(d);
   const size_t src_expert = row_bytes(type, cols) * static_cast<size_t>(rows);
   const auto* src = static_cast<const uint8_t*>(host_blocks);
-  for (int64_t e = 0; e < n_expert; ++e)
-    cudamv::pack_rows(type, cols, rows, src + src_expert * static_cast<size_t>(e), l,
-                      s->host + s->expert_bytes * static_cast<size_t>(e));
+  {  // on up to 16 host threads over the experts (loading is otherwise bound by one core)
+    const int threads = static_cast<int>(
+        std::min<int64_t>(n_expert, std::min(16u, std::max(1u, std::thread::hardware_concurrency()))));
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i)
+      pool.emplace_back([&, i] {
+        for (int64_t e = i; e < n_expert; e += threads)
+          cudamv::pack_rows(type, cols, rows, src + src_expert * static_cast<size_t>(e), l,
+                            s->host + s->expert_bytes * static_cast<size_t>(e));
+      });
+    for (auto& th : pool) th.join();
+  }
   // Every expert starts in host memory.
   std::vector<const uint8_t*> t(static_cast<size_t>(2 * n_expert));
   for (int64_t e = 0; e < n_expert; ++e) {

@@ -85,7 +85,8 @@ class ExpertCache {
   // The planes of expert e that a kernel launched now on the compute stream may read: its
   // slot once its upload is known to have landed, else its host copy. *resident: which one.
   const uint8_t* planes(const ExpertStack& s, int64_t e, bool* resident) const;
-  // Counts a launch's lookups on the device (stream-ordered): uses per expert, hits, misses.
+  // Counts a launch's lookups on the device (stream-ordered): uses per expert, hits, misses
+  // (negative ids: unused chunks of a grouped launch, not counted).
   void count(const ExpertStack& s, const int32_t* ids, int64_t n_slots, cudaStream_t compute);
   // Counts a lookup made on the host (the many-row path, which reads the placement itself).
   void count_host(const ExpertStack& s, bool resident);

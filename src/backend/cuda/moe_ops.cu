@@ -6,9 +6,12 @@
 // the step records into a CUDA graph. A slot's bits are those of the matvec of its expert
 // alone. Rows routed to the same expert read it once per slot: for decode (one row, k
 // distinct experts) that is each expert once; a verify batch re-reads the experts its rows
-// share. More rows (prefill) download the ids once per routing, group the rows by expert and
-// run each used expert once over its rows.
+// share. More rows (prefill) group the slots by expert on the device (no host round trip) and
+// run chunks of up to 8 rows of one expert in one launch, each chunk reading its expert once
+// (CudaOptions::moe_legacy: the ids downloaded, one launch per used expert).
 #include <algorithm>
+#include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "backend/cuda/expert_cache.h"
 #include "backend/cuda/ops/get_rows.cuh"
 #include "backend/cuda/ops/moe.cuh"
+#include "backend/cuda/ops/rms_norm.cuh"
 #include "backend/cuda/packed_weights.h"
 
 namespace df::cuda {
@@ -74,6 +78,10 @@ const uint8_t** make_expert_table(const cudamv::PackedWeight& P, int64_t n_exper
 MoeBuffers::~MoeBuffers() {
   if (host_ids) cudaFreeHost(host_ids);
   if (dev) cudaFree(dev);
+  if (grp) cudaFree(grp);
+  if (fused) cudaFree(fused);
+  for (auto& [key, t] : ext_tables) cudaFree(const_cast<uint8_t**>(t));
+  if (gxy) cudaFree(gxy);
 }
 
 void CudaBackend::moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids,
@@ -128,6 +136,79 @@ const uint8_t* const* CudaBackend::expert_table(const Tensor& W, int64_t n_exper
   return it->second;
 }
 
+// One expert's geometry (its data pointer is never read: the table gives the planes).
+void CudaBackend::expert_geometry(cudamv::PackedWeight& p, const ExpertStack* S, const Tensor& W, int64_t m) const {
+  p.type = W.type, p.cols = W.cols, p.rows = m;
+  if (S) {
+    p.q_row_bytes = S->q_row_bytes, p.m_row_bytes = S->m_row_bytes;
+    p.data = S->host_dev;
+  } else {
+    const cudamv::PackedWeight& P = packed(W);
+    p.q_row_bytes = P.q_row_bytes, p.m_row_bytes = P.m_row_bytes;
+    p.data = P.data;
+  }
+  // int8 x (dp4a) for the experts as for every decode matvec of these formats, resident or
+  // streamed alike (the bits never depend on the placement); moe_legacy: f32 x (stop 19).
+  p.int8_x = !opt_.moe_legacy && weights_->tables.int8_x() && cudamv::int8_x_supported(W.type, W.cols);
+  p.pdl = weights_->tables.pdl();
+  p.tables = weights_->tables.tables();
+}
+
+bool CudaBackend::matmul_id_grouped(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                                    const Tensor& y) {
+  const int64_t n = ids.rows, k = ids.cols, cols = W.cols, m = W.rows / n_expert, n_slots = n * k;
+  const bool shared_x = x.rows == n;
+  const int64_t C = moe_max_chunks(n_slots, n_expert);
+  auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  if (opt_.moe_legacy || C > 65535 || cols % 4 != 0 || m % 4 != 0 || fstride(x) % 4 != 0 || !a16(x.data))
+    return false;
+  const ExpertStack* S = nullptr;
+  cudamv::MatvecFusion fu;
+  fu.table[0] = expert_table(W, n_expert, &S);
+  cudamv::PackedWeight proto;
+  expert_geometry(proto, S, W, m);
+  MoeBuffers& b = *moe_;
+  cudaStream_t st = ctx_->stream();
+  auto grow = [&](void** p, size_t* have, size_t want, const char* what) {
+    if (want <= *have) return;
+    check(!ctx_->capturing(), "matmul_id scratch grows inside a graph capture");
+    cuda_check(cudaStreamSynchronize(st), "matmul_id: synchronize before growing");
+    if (*p) cuda_check(cudaFree(*p), "cudaFree(matmul_id scratch)");
+    *p = nullptr;
+    *have = 0;
+    cuda_check(cudaMalloc(p, want), what);
+    *have = want;
+  };
+  // The grouping: once per routing (the ids tensor at this I32 epoch).
+  const size_t gn = static_cast<size_t>(n_expert + C + 16 * C + n_slots);
+  if (!(b.grp_of == ids.data && b.grp_rows == n && b.grp_cols == k && b.grp_experts == n_expert &&
+        b.grp_epoch == i32_epoch_)) {
+    size_t have = b.grp_n * sizeof(int32_t);
+    grow(reinterpret_cast<void**>(&b.grp), &have, gn * sizeof(int32_t), "cudaMalloc(moe grouping)");
+    b.grp_n = have / sizeof(int32_t);
+    int32_t* g = b.grp;
+    launch_moe_group(static_cast<const int32_t*>(ids.data), n_slots, n_expert, C, k, g, g + n_expert,
+                     g + n_expert + C, g + n_expert + 9 * C, g + n_expert + 17 * C, st);
+    b.grp_of = ids.data, b.grp_rows = n, b.grp_cols = k, b.grp_experts = n_expert, b.grp_epoch = i32_epoch_;
+    b.grp_chunks = C;
+  }
+  int32_t* chunk_e = b.grp + n_expert;
+  const int32_t* slot_of = chunk_e + C;
+  const int32_t* x_of = chunk_e + 9 * C;
+  const int32_t* pos_of = chunk_e + 17 * C;
+  const size_t xg_b = align256(static_cast<size_t>(8 * C * cols) * sizeof(float));
+  grow(&b.gxy, &b.gxy_bytes, xg_b + static_cast<size_t>(8 * C * m) * sizeof(float), "cudaMalloc(moe gathered rows)");
+  float* xg = static_cast<float*>(b.gxy);
+  float* yg = reinterpret_cast<float*>(static_cast<uint8_t*>(b.gxy) + xg_b);
+  launch_moe_gather_padded(fp(x), fstride(x), cols, shared_x ? x_of : slot_of, chunk_e, C, xg, st);
+  fu.ids = chunk_e;
+  fu.n_slots = static_cast<int>(C), fu.n_expert = static_cast<int>(n_expert), fu.x_div = 1;
+  if (!cudamv::matvec_fused(proto, xg, yg, cudamv::kMaxRows, fu, st)) return false;
+  launch_gather_rows_f32(yg, m, 8 * C, m, pos_of, n_slots, fp(y), fstride(y), st);
+  if (S) experts_->count(*S, chunk_e, C, st);  // one read of its expert per chunk
+  return true;
+}
+
 bool CudaBackend::matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n_expert, const Tensor& x,
                                    const Tensor& ids, const Tensor& y) {
   const int64_t n = ids.rows, k = ids.cols, cols = Wg.cols, m = Wg.rows / n_expert;
@@ -144,23 +225,10 @@ bool CudaBackend::matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n
     check(Wu->cols == cols && Wu->rows == Wg.rows && Wu->type == Wg.type && !Sg == !Su,
           "matmul_id_swiglu: gate and up stacks differ in shape, type or placement");
   }
-  // One expert's geometry (its data pointer is never read: the table gives the planes).
   cudamv::PackedWeight proto, proto_u;
-  auto geometry = [&](cudamv::PackedWeight& p, const ExpertStack* S, const Tensor& W) {
-    p.type = W.type, p.cols = cols, p.rows = m;
-    if (S) {
-      p.q_row_bytes = S->q_row_bytes, p.m_row_bytes = S->m_row_bytes;
-      p.data = S->host_dev;
-    } else {
-      const cudamv::PackedWeight& P = packed(W);
-      p.q_row_bytes = P.q_row_bytes, p.m_row_bytes = P.m_row_bytes;
-      p.data = P.data;
-    }
-    p.tables = weights_->tables.tables();
-  };
-  geometry(proto, Sg, Wg);
+  expert_geometry(proto, Sg, Wg, m);
   if (Wu) {
-    geometry(proto_u, Su, *Wu);
+    expert_geometry(proto_u, Su, *Wu, m);
     fu.more[0] = &proto_u;
     fu.swiglu = true;
   }
@@ -204,6 +272,7 @@ void CudaBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, 
   ctx_->make_current();
   if (experts_ && !ctx_->capturing()) experts_->maintain();
   if (matmul_id_device(W, nullptr, n_expert, x, ids, y)) return;
+  if (matmul_id_grouped(W, n_expert, x, ids, y)) return;
 
   // Many rows: the ids on the host, the rows grouped by expert, each used expert run once.
   const ExpertStack* S = nullptr;
@@ -271,6 +340,154 @@ void CudaBackend::moe_combine(const Tensor& experts, const Tensor& weights, cons
                      has_shared ? fp(shared) : nullptr, has_shared ? fstride(shared) : 0,
                      has_shared ? fp(gate) : nullptr, has_shared ? fstride(gate) : 0, fp(out), fstride(out), n, d,
                      ctx_->stream());
+}
+
+void CudaBackend::moe_combine_add(const Tensor& experts, const Tensor& weights, const Tensor& shared,
+                                  const Tensor& gate, const Tensor& out, const Tensor& x) {
+  if (opt_.moe_legacy || !fuse_) {
+    Backend::moe_combine_add(experts, weights, shared, gate, out, x);
+    return;
+  }
+  const int64_t n = out.rows, d = out.cols, k = weights.cols;
+  const bool has_shared = shared.data != nullptr;
+  check_moe_combine(experts, weights, shared, gate, out);
+  check(x.type == GgmlType::F32 && x.rows == n && x.cols == d, "moe_combine_add: x must be [n, d] f32");
+  ctx_->make_current();
+  launch_moe_combine_add(fp(experts), fstride(experts), fp(weights), fstride(weights), k,
+                         has_shared ? fp(shared) : nullptr, has_shared ? fstride(shared) : 0,
+                         has_shared ? fp(gate) : nullptr, has_shared ? fstride(gate) : 0, fp(x), fstride(x), n, d,
+                         ctx_->stream());
+}
+
+// Stack W's expert table with a shared expert Ws appended as expert E (2 * (E + 1) pointers:
+// quant planes of 0 .. E, then meta planes); built once per pair, outside graph captures.
+// Null where Ws is not laid out as one of W's experts.
+const uint8_t* const* CudaBackend::extended_table(const Tensor& W, const Tensor& Ws, int64_t n_expert, int64_t m) {
+  MoeBuffers& b = *moe_;
+  const auto key = std::make_pair(static_cast<const void*>(W.data), static_cast<const void*>(Ws.data));
+  const auto it = b.ext_tables.find(key);
+  if (it != b.ext_tables.end()) return it->second;
+  if (ctx_->capturing()) return nullptr;
+  const cudamv::PackedWeight& P = packed(W);
+  const cudamv::PackedWeight* Q = find_packed(Ws);
+  if (!Q || Q->type != P.type || Q->cols != P.cols || Q->rows != m || Q->q_row_bytes != P.q_row_bytes ||
+      Q->m_row_bytes != P.m_row_bytes)
+    return nullptr;
+  const int64_t E1 = n_expert + 1;
+  std::vector<const uint8_t*> t(static_cast<size_t>(2 * E1));
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const cudamv::PackedWeight v = expert_view(P, e, m);
+    t[static_cast<size_t>(e)] = v.data;
+    t[static_cast<size_t>(E1 + e)] = v.data + v.m_offset;
+  }
+  t[static_cast<size_t>(n_expert)] = Q->data;
+  t[static_cast<size_t>(E1 + n_expert)] = Q->data + Q->m_offset;
+  const uint8_t** d = nullptr;
+  cuda_check(cudaMalloc(reinterpret_cast<void**>(&d), t.size() * sizeof(void*)), "cudaMalloc(extended expert table)");
+  cuda_check(cudaMemcpy(d, t.data(), t.size() * sizeof(void*), cudaMemcpyHostToDevice), "upload of an expert table");
+  b.ext_tables.emplace(key, d);
+  return d;
+}
+
+// The whole expert part in 4 launches for 1..8 rows with resident stacks and a shared expert
+// of the routed experts' shape: the router's top-k plus the shared expert as slot k (id E of
+// the extended tables, weight its sigmoid gate); gate/up of all k + 1 slots with the norm in
+// the prologue and SwiGLU in the epilogue; down of the k + 1 slots; the combine (slot order:
+// the shared expert last, as moe_combine adds it) with the residual add. Each slot's bits are
+// those of its matvec alone, so x gets the bits of moe_experts_residual's unfused sequence
+// with the one-warp-per-row norm (below). False: not taken (nothing written but private scratch).
+bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const Tensor& norm, float eps) {
+  const int64_t n = x.rows, dim = x.cols, E = a.n_expert, k = a.ids.cols;
+  if (!a.shexp_gate.data || n < 1 || n > cudamv::kMaxRows || E < 1 || E + 1 > kMoeMaxExperts ||
+      n * (k + 1) > 65535 || a.gate_exps.rows % E != 0)
+    return false;
+  const int64_t m = a.gate_exps.rows / E;
+  const Tensor &G = a.gate_exps, &U = a.up_exps, &Dn = a.down_exps;
+  const Tensor &SG = a.shexp_gate, &SU = a.shexp_up, &SD = a.shexp_down;
+  if (experts_ && (experts_->find(G.data) || experts_->find(U.data) || experts_->find(Dn.data))) return false;
+  if (G.type != U.type || SG.type != G.type || SU.type != U.type || SD.type != Dn.type || G.cols != dim ||
+      U.cols != dim || U.rows != G.rows || SG.rows != m || SU.rows != m || SG.cols != dim || SU.cols != dim ||
+      Dn.rows != E * dim || Dn.cols != m || SD.rows != dim || SD.cols != m)
+    return false;
+  auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  if (x.type != GgmlType::F32 || x.stride != static_cast<size_t>(dim) * sizeof(float) || !a16(x.data) ||
+      norm.type != GgmlType::F32 || norm.cols != dim || a.logits.type != GgmlType::F32 || a.logits.rows != n ||
+      a.logits.cols != E || a.sh_g.type != GgmlType::F32 || a.sh_g.rows != n || m % 4 != 0)
+    return false;
+  const uint8_t* const* tg = extended_table(G, SG, E, m);
+  const uint8_t* const* tu = extended_table(U, SU, E, m);
+  const uint8_t* const* td = extended_table(Dn, SD, E, dim);
+  if (!tg || !tu || !td) return false;
+  // Private scratch for 8 rows: ids, weights [8, k + 1], gate [8 (k + 1), m], down [8 (k + 1), dim].
+  MoeBuffers& b = *moe_;
+  const int64_t slots = cudamv::kMaxRows * (k + 1);
+  const size_t ids_b = align256(static_cast<size_t>(slots) * sizeof(int32_t));
+  const size_t g_b = align256(static_cast<size_t>(slots * m) * sizeof(float));
+  const size_t need = 2 * ids_b + g_b + static_cast<size_t>(slots * dim) * sizeof(float);
+  cudaStream_t st = ctx_->stream();
+  if (need > b.fused_bytes) {
+    if (ctx_->capturing()) return false;
+    cuda_check(cudaStreamSynchronize(st), "moe: synchronize before growing");
+    if (b.fused) cuda_check(cudaFree(b.fused), "cudaFree(moe scratch)");
+    b.fused = nullptr;
+    b.fused_bytes = 0;
+    cuda_check(cudaMalloc(&b.fused, need), "cudaMalloc(moe scratch)");
+    b.fused_bytes = need;
+  }
+  auto* base = static_cast<uint8_t*>(b.fused);
+  auto* ids1 = reinterpret_cast<int32_t*>(base);
+  auto* w1 = reinterpret_cast<float*>(base + ids_b);
+  auto* g1 = reinterpret_cast<float*>(base + 2 * ids_b);
+  auto* d1 = reinterpret_cast<float*>(base + 2 * ids_b + g_b);
+  cudamv::PackedWeight pg, pu, pd;
+  expert_geometry(pg, nullptr, G, m);
+  expert_geometry(pu, nullptr, U, m);
+  expert_geometry(pd, nullptr, Dn, dim);
+  launch_moe_route_extra(fp(a.logits), fstride(a.logits), n, E, k, a.normalize, a.scale, fp(a.sh_g), fstride(a.sh_g),
+                         ids1, w1, st);
+  ++i32_epoch_;
+  cudamv::MatvecFusion fu;
+  fu.more[0] = &pu;
+  fu.swiglu = true;
+  fu.table[0] = tg, fu.table[1] = tu;
+  fu.ids = ids1;
+  fu.n_slots = static_cast<int>(n * (k + 1)), fu.n_expert = static_cast<int>(E + 1), fu.x_div = static_cast<int>(k + 1);
+  fu.norm_w = fp(norm), fu.eps = eps;
+  if (!cudamv::matvec_fused(pg, fp(x), g1, 1, fu, st)) return false;
+  cudamv::MatvecFusion fd;
+  fd.table[0] = td;
+  fd.ids = ids1;
+  fd.n_slots = fu.n_slots, fd.n_expert = fu.n_expert, fd.x_div = 1;
+  if (!cudamv::matvec_fused(pd, g1, d1, 1, fd, st)) return false;
+  launch_moe_combine_add(d1, dim, w1, k + 1, k + 1, nullptr, 0, nullptr, 0, fp(x), fstride(x), n, dim, st);
+  return true;
+}
+
+void CudaBackend::moe_experts_residual(const MoeExperts& a, const Tensor& x, const Tensor& norm, float eps,
+                                       const Tensor& xn) {
+  if (!fuse_ || opt_.moe_legacy) {
+    Backend::moe_experts_residual(a, x, norm, eps, xn);
+    return;
+  }
+  ctx_->make_current();
+  if (moe_experts_fused(a, x, norm, eps)) return;
+  // Otherwise (streamed experts, many rows, other shapes) the default's ops with the norm of
+  // one warp per row (the matvec prologue's bits, as the fused path and norm_swiglu norm x):
+  // a row gets the fused path's bits whatever the cache holds.
+  check(x.type == GgmlType::F32 && xn.type == GgmlType::F32 && norm.type == GgmlType::F32 && xn.rows == x.rows &&
+            xn.cols == x.cols && norm.cols == x.cols,
+        "moe_experts_residual shapes");
+  launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream());
+  moe_route(a.logits, a.normalize, a.scale, a.ids, a.weights);
+  matmul_id_swiglu(a.gate_exps, a.up_exps, a.n_expert, xn, a.ids, a.gate, a.up);
+  matmul_id(a.down_exps, a.n_expert, a.gate, a.ids, a.down);
+  if (!a.shexp_gate.data) {
+    moe_combine_add(a.down, a.weights, Tensor{}, Tensor{}, a.out, x);
+    return;
+  }
+  norm_swiglu(x, norm, eps, xn, a.shexp_gate, a.shexp_up, a.sh_gate, a.sh_up);
+  matmul(a.shexp_down, a.sh_gate, a.sh_out);
+  moe_combine_add(a.down, a.weights, a.sh_out, a.sh_g, a.out, x);
 }
 
 ExpertCacheStats CudaBackend::expert_cache_stats() const { return experts_ ? experts_->stats() : ExpertCacheStats{}; }

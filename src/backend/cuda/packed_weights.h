@@ -2,6 +2,8 @@
 // Tensor of weight() carries, and the MoE ops' host and device buffers.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -44,6 +46,19 @@ struct MoeBuffers {
   uint64_t downloads = 0;          // downloads of routed ids so far
   void* dev = nullptr;             // lists, then gathered x, then gathered y
   size_t dev_bytes = 0;
+  // The device grouping of one routing (matmul_id_grouped): counts [E], chunk_e [C],
+  // slot_of [8 C], x_of [8 C], pos_of [n * k] (ops/moe.cuh launch_moe_group), C = chunks.
+  int32_t* grp = nullptr;
+  size_t grp_n = 0;                // int32s allocated
+  const void* grp_of = nullptr;    // the ids tensor grouped ...
+  int64_t grp_rows = -1, grp_cols = -1, grp_experts = -1, grp_chunks = 0;
+  uint64_t grp_epoch = ~0ull;      // ... at this mutation epoch of I32 device data
+  void* fused = nullptr;           // moe_experts_fused: ids, weights, gate, down of 8 rows
+  size_t fused_bytes = 0;
+  // Stacks' expert tables with a shared expert appended (key: stack, shared weight).
+  std::map<std::pair<const void*, const void*>, const uint8_t* const*> ext_tables;
+  void* gxy = nullptr;             // gathered x [8 C, cols], then the products [8 C, m]
+  size_t gxy_bytes = 0;
   ~MoeBuffers();
 };
 

@@ -167,11 +167,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   if (f.ids) {
     const int s = static_cast<int>(blockIdx.y);
     int e = f.ids[s];
-    e = e < 0 ? 0 : e < f.n_expert ? e : f.n_expert - 1;
+    if (e < 0) return;  // an unused slot (padding of a grouped prefill launch): the whole block
+    e = e < f.n_expert ? e : f.n_expert - 1;
     v.q = f.table[0][e], v.m = f.table[0][f.n_expert + e];
     if (f.nmat > 1) fq0 = f.table[1][e], fm0 = f.table[1][f.n_expert + e];
-    x += static_cast<int64_t>(s / f.x_div) * v.cols;
-    y += static_cast<int64_t>(s) * v.rows;
+    x += static_cast<int64_t>(s / f.x_div) * N * v.cols;  // N rows per slot (x_div 1 when N > 1)
+    y += static_cast<int64_t>(s) * N * v.rows;
   }
   const uint8_t* qr[RW];
   const uint8_t* mr[RW];

@@ -6,9 +6,12 @@
 //           Bytes are those of the ggml blocks, re-ordered (Q4_K, Q6_K: to the nibble order
 //           of Q4_0 per 32 elements, Q6_K's high bits next to them); nothing is expanded.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/error.h"
 #include "quant/formats.h"
@@ -165,6 +168,37 @@ inline void pack_rows(GgmlType t, int64_t cols, int64_t rows, const uint8_t* src
       detail::pack_planar_row(t, cols, s, l, dst + l.q_row_bytes * static_cast<size_t>(r),
                               mplane + l.m_row_bytes * static_cast<size_t>(r));
   }
+}
+
+// pack_rows on up to 16 host threads over ranges of rows (the same bytes; loading large
+// models is otherwise bound by one core's repacking).
+inline void pack_rows_parallel(GgmlType t, int64_t cols, int64_t rows, const uint8_t* src, const Layout& l,
+                               uint8_t* dst) {
+  const size_t rb = row_bytes(t, cols);
+  const int64_t bytes = static_cast<int64_t>(rb) * rows;
+  const int threads = static_cast<int>(std::clamp<int64_t>(bytes >> 24, 1, std::min(16u, std::max(1u, std::thread::hardware_concurrency()))));
+  if (threads <= 1) return pack_rows(t, cols, rows, src, l, dst);
+  uint8_t* mplane = dst + l.q_row_bytes * static_cast<size_t>(rows);
+  auto range = [&](int64_t r0, int64_t r1) {
+    const size_t n = static_cast<size_t>(r1 - r0);
+    std::memset(dst + l.q_row_bytes * static_cast<size_t>(r0), 0, l.q_row_bytes * n);
+    std::memset(mplane + l.m_row_bytes * static_cast<size_t>(r0), 0, l.m_row_bytes * n);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* s = src + rb * static_cast<size_t>(r);
+      if (!l.planar)
+        std::memcpy(dst + l.q_row_bytes * static_cast<size_t>(r), s, rb);
+      else
+        detail::pack_planar_row(t, cols, s, l, dst + l.q_row_bytes * static_cast<size_t>(r),
+                                mplane + l.m_row_bytes * static_cast<size_t>(r));
+    }
+  };
+  std::vector<std::thread> pool;
+  const int64_t per = (rows + threads - 1) / threads;
+  for (int i = 0; i < threads; ++i) {
+    const int64_t r0 = i * per, r1 = std::min(rows, r0 + per);
+    if (r0 < r1) pool.emplace_back(range, r0, r1);
+  }
+  for (auto& th : pool) th.join();
 }
 
 }  // namespace df::cudamv

@@ -87,7 +87,7 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
   p.int8_x = ctx.int8_x() && int8_x_supported(type, cols);
   p.pdl = ctx.pdl();
   std::vector<uint8_t> staging(p.bytes);
-  pack_rows(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
+  pack_rows_parallel(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
   if (device_dst) {
     p.data = static_cast<uint8_t*>(device_dst);
   } else {
@@ -145,8 +145,8 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
   f.norm_w = fu.norm_w;
   f.eps = fu.eps;
   if (fu.ids) {
-    if (n != 1 || fu.n_slots < 1 || fu.n_slots > 65535 || fu.n_expert < 1 || fu.x_div < 1 || !fu.table[0] ||
-        (f.nmat > 1 && (!fu.table[1] || !fu.swiglu)) || fu.norm_w)
+    if ((n != 1 && fu.x_div != 1) || fu.n_slots < 1 || fu.n_slots > 65535 || fu.n_expert < 1 || fu.x_div < 1 || !fu.table[0] ||
+        (f.nmat > 1 && (!fu.table[1] || !fu.swiglu)))
       throw Error("CUDA matvec: bad routed-expert launch");
     f.ids = fu.ids, f.table[0] = fu.table[0], f.table[1] = fu.table[1];
     f.n_slots = fu.n_slots, f.n_expert = fu.n_expert, f.x_div = fu.x_div;

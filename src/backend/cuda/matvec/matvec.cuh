@@ -113,12 +113,14 @@ struct MatvecFusion {
   bool swiglu = false;          // y = silu(W x) * (more[0] x); more[0] the up matrix, y_more unused
   const float* norm_w = nullptr;  // x rows RMS-normed and times norm_w [cols] first
   float eps = 0.0f;
-  // Routed experts: one launch over n_slots slots (n = 1 row each), slot s running expert
-  // e = ids[s] (device memory; clamped to [0, n_expert)) of the stack(s) W (and more[0]): W
+  // Routed experts: one launch over n_slots slots (n rows each), slot s running expert
+  // e = ids[s] (device memory; clamped below n_expert; a negative id: slot s is skipped,
+  // its y rows untouched) of the stack(s) W (and more[0]): W
   // (more[0]) gives the type, shape and row bytes of one expert, and table[0] (table[1]) the
   // planes of each expert, device memory of 2 * n_expert pointers: quant plane of expert e at
-  // [e], meta plane at [n_expert + e]. x row s / x_div, y row s (dense rows). The bits of
-  // each slot are those of matvec over its expert alone.
+  // [e], meta plane at [n_expert + e]. n = 1: x row s / x_div, y row s; n > 1 (x_div 1):
+  // x rows [s * n, s * n + n), y rows likewise (dense rows). The bits of each row are those
+  // of matvec over its expert alone.
   const int32_t* ids = nullptr;
   const uint8_t* const* table[2] = {nullptr, nullptr};
   int n_slots = 0, n_expert = 0, x_div = 1;

@@ -37,8 +37,8 @@ struct MvFuse {
   const float* norm_w = nullptr;       // x := rms_norm(x) * norm_w first (shared-memory x only)
   float eps = 0.0f;
   // Routed experts (matvec_experts): grid row s = blockIdx.y is slot s, which runs expert
-  // e = ids[s] (s < n_slots; e clamped to [0, n_expert)): matrix i's quant plane at table[i][e], its meta plane
-  // at table[i][n_expert + e]; x row s / x_div, y row s. ids null: an ordinary launch.
+  // e = ids[s] (s < n_slots; e clamped below n_expert, negative: the block returns): matrix i's quant plane at table[i][e], its meta plane
+  // at table[i][n_expert + e]; x rows from (s / x_div) * N, y rows from s * N. ids null: an ordinary launch.
   const int32_t* ids = nullptr;
   const uint8_t* const* table[2] = {nullptr, nullptr};  // W, then more[0]
   int32_t n_expert = 0, x_div = 1, n_slots = 0;
