@@ -32,6 +32,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--no-pdl", f.no_pdl,
                "GPU matvecs without programmatic dependent launch (default: each may start, loading its weights, "
                "while the previous kernel finishes)");
+  app.add_flag("--mv-no-pipe", f.mv_no_pipe,
+               "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
+               "products; same bits, for comparison)");
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
@@ -81,6 +84,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.fuse = !f.no_fuse;
   o.mv_exact = f.mv_exact;
   o.pdl = !f.no_pdl;
+  o.mv_pipe = !f.mv_no_pipe;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;

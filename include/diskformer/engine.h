@@ -38,6 +38,7 @@ struct EngineOptions {
   bool fuse = true;            // fused ops (norm into matvecs, ...) in fewer launches (CUDA)
   bool mv_exact = false;       // CUDA decode matvecs with f32 activations (no int8 rounding)
   bool pdl = true;             // CUDA matvecs with programmatic dependent launch
+  bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV

@@ -25,6 +25,7 @@ struct BackendOptions {
   bool cuda_fuse = true;        // `cuda`: fused ops in fewer launches (false: unfused, to compare)
   bool cuda_mv_exact = false;   // `cuda`: decode matvecs with f32 x for every format (no int8 x)
   bool cuda_no_pdl = false;     // `cuda`: matvecs without programmatic dependent launch
+  bool cuda_mv_no_pipe = false; // `cuda`: int8-x matvecs without the load pipeline (cudamv::Context::pipe)
   // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a
   // device cache of what is free; 0: resident; > 0: in host memory, a cache of this many MiB.
   int64_t cuda_expert_cache_mb = -1;

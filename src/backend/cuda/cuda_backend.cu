@@ -97,7 +97,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   if (opt.device < 0 || opt.device >= n)
     throw Error("cuda: device " + std::to_string(opt.device) + " does not exist (" + std::to_string(n) + " found)");
   ctx_ = std::make_unique<CudaContext>(opt.device);
-  weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl);
+  weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl, opt.mv_pipe);
   fuse_ = opt.fuse;
   moe_ = std::make_unique<MoeBuffers>();
   opt_ = opt;
@@ -585,6 +585,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.fuse = opt.cuda_fuse;
   o.int8_x = !opt.cuda_mv_exact;
   o.pdl = !opt.cuda_no_pdl;
+  o.mv_pipe = !opt.cuda_mv_no_pipe;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
   return std::make_unique<CudaBackend>(o);

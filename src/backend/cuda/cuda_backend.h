@@ -41,6 +41,7 @@ struct CudaOptions {
   // integer dots (cudamv::Context::int8_x); false: f32 x with the exact dequantized weights.
   bool int8_x = true;
   bool pdl = true;  // matvec launches with programmatic dependent launch (cudamv::Context::pdl)
+  bool mv_pipe = true;  // int8-x matvecs with pipelined loads (cudamv::Context::pipe)
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.
