@@ -38,6 +38,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--moe-legacy", f.moe_legacy,
                "GPU MoE as in stop 19 (to compare): prefill's experts grouped on the host, one launch per expert; "
                "f32 activations for the experts; the combine and the residual add as two kernels");
+  app.add_flag("--mv-no-pipe", f.mv_no_pipe,
+               "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
+               "products; same bits, for comparison)");
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
@@ -89,6 +92,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.pdl = !f.no_pdl;
   o.lean_kernels = !f.plain_small_kernels;
   o.moe_legacy = f.moe_legacy;
+  o.mv_pipe = !f.mv_no_pipe;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;

@@ -26,6 +26,7 @@ struct ModelFlags {
   bool no_pdl = false;
   bool plain_small_kernels = false;
   bool moe_legacy = false;
+  bool mv_no_pipe = false;
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)
   int64_t gpu_mem = 0;           // --gpu-mem BYTES (CUDA; 0: what is free)
   int64_t checkpoint_every = 0;  // recurrent-state checkpoint every N tokens (0: none)

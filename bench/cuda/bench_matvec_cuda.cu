@@ -144,6 +144,7 @@ mv::PackedWeight clone(const mv::PackedWeight& src) {
   c.tables = src.tables;
   c.int8_x = src.int8_x;
   c.pdl = src.pdl;
+  c.pipe = src.pipe;
   void* d = nullptr;
   ck(cudaMalloc(&d, src.bytes), "clone");
   c.data = static_cast<uint8_t*>(d);
@@ -162,6 +163,7 @@ mv::PackedWeight replicate(const mv::PackedWeight& tile, int64_t rows) {
   w.tables = tile.tables;
   w.int8_x = tile.int8_x;
   w.pdl = tile.pdl;
+  w.pipe = tile.pipe;
   void* d = nullptr;
   ck(cudaMalloc(&d, w.bytes), "weight");
   w.data = static_cast<uint8_t*>(d);
@@ -216,7 +218,7 @@ bool planar_fast(GgmlType t) {
 }
 
 json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, double bw, bool variants,
-           const std::vector<int>& ns, cudaStream_t s) {
+           const std::vector<int>& ns, const std::vector<int>& pipe_codes, cudaStream_t s) {
   const size_t rb = df::row_bytes(t, cols);
   const int64_t tile_rows = std::min<int64_t>(rows, std::max<int64_t>(64, (24u << 20) / rb));
   const auto blocks = mt::random_blocks(t, cols, tile_rows, 5000 + static_cast<uint64_t>(t));
@@ -236,8 +238,9 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
 
   const bool has_int8 = mv::int8_x_supported(t, cols);
   for (auto& c : copies) c.pdl = false;
-  auto set_mode = [&](bool int8, bool pdl = false) {
-    for (auto& c : copies) c.int8_x = int8 && has_int8, c.pdl = pdl;
+  // pipe: the pipelined int8-x default (Context::pipe), else the previous loop.
+  auto set_mode = [&](bool int8, bool pdl = false, bool pipe = false) {
+    for (auto& c : copies) c.int8_x = int8 && has_int8, c.pdl = pdl, c.pipe = pipe;
   };
   // check: the tile rows against the CPU reference (n = 1), every row equal to its tile row
   const int64_t vrows = std::min<int64_t>(tile_rows, 256);
@@ -265,6 +268,23 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
               {"weight_bytes", weight_bytes}, {"packed_bytes", per}, {"copies", ncopies},
               {"nmse_n1", e}, {"replicated_rows_consistent", rep_ok && rep_ok8}, {"int8_x", has_int8}};
   if (has_int8) res["nmse_n1_int8x"] = e8;
+  if (has_int8) {  // the pipelined default against the previous loop: every row, bit for bit, n = 1, 2, 3, 8
+    json eq = json::object();
+    for (int n : {1, 2, 3, 8}) {
+      std::vector<float> ya(static_cast<size_t>(n * rows)), yb(ya.size());
+      for (int pipe = 0; pipe < 2; ++pipe) {
+        set_mode(true, false, pipe == 1);
+        ck(cudaMemset(dy.p, 0xff, n * rows * 4), "poison");
+        ck(cudaDeviceSynchronize(), "poison");
+        mv::matvec(copies[0], dx.f(), dy.f(), n, s);
+        ck(cudaStreamSynchronize(s), "pipe check");
+        ck(cudaMemcpy((pipe ? yb : ya).data(), dy.p, ya.size() * 4, cudaMemcpyDeviceToHost), "y");
+      }
+      eq[std::to_string(n)] = std::memcmp(ya.data(), yb.data(), ya.size() * 4) == 0;
+    }
+    res["pipe_bits_equal_old"] = eq;
+    set_mode(false);
+  }
   // the read kernel over the same bytes (same copies, same graph timing): the bandwidth
   // reachable at this size, launch and tail effects included
   int sms = 1;
@@ -275,13 +295,15 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
   }, s);
   const double read_gbs = static_cast<double>(per) / (read_ms * 1e-3) / 1e9;
   res["read_kernel_same_bytes_gbs"] = read_gbs;
-  // "default": the f32-x kernels (the old default), "int8x": the int8-x kernels, "int8x_pdl":
-  // launched with programmatic dependent launch (each launch's weight loads overlap the end
-  // of the previous launch, as in a decode step's graph).
-  for (int mode = 0; mode < 3; ++mode) {
+  // "default": the f32-x kernels, "int8x": the int8-x kernels (the previous loop, stop 19's
+  // default), "int8x_pdl": launched with programmatic dependent launch (each launch's weight
+  // loads overlap the end of the previous launch, as in a decode step's graph); "int8x_pipe",
+  // "int8x_pipe_pdl": the pipelined int8-x default (Context::pipe), without and with PDL.
+  const char* mode_names[] = {"default", "int8x", "int8x_pdl", "int8x_pipe", "int8x_pipe_pdl"};
+  for (int mode = 0; mode < 5; ++mode) {
     const bool int8 = mode > 0;
     if (int8 && !has_int8) break;
-    set_mode(int8, mode == 2);
+    set_mode(int8, mode == 2 || mode == 4, mode >= 3);
     json per_n = json::object();
     for (int n : ns) {
       const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) { mv::matvec(W, dx.f(), dy.f(), n, st); }, s);
@@ -289,7 +311,7 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
       per_n[std::to_string(n)] = {{"us", ms * 1e3}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw},
                                   {"pct_of_same_size_read", 100.0 * gbs / read_gbs}};
     }
-    res[mode == 0 ? "default" : mode == 1 ? "int8x" : "int8x_pdl"] = per_n;
+    res[mode_names[mode]] = per_n;
   }
   set_mode(false);
   if (variants && has_int8) {
@@ -302,6 +324,39 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
       var.push_back({{"rw", code / 10 % 10}, {"u", code % 10}, {"us", ms * 1e3}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw}});
     }
     res["int8x_variants_n1"] = var;
+  }
+  if (has_int8 && !pipe_codes.empty()) {
+    // The pipelined int8-x kernel (mv_kernel D > 0; code 5000 + 100 D + 10 RW + U) at n = 1,
+    // without and with PDL, its rows checked bit for bit against the default int8-x kernel.
+    set_mode(true);
+    std::vector<float> y_ref(static_cast<size_t>(rows)), y_var(static_cast<size_t>(rows));
+    mv::matvec(copies[0], dx.f(), dy.f(), 1, s);
+    ck(cudaStreamSynchronize(s), "reference run");
+    ck(cudaMemcpy(y_ref.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost), "y_ref");
+    json var = json::array();
+    for (int code : pipe_codes) {
+      ck(cudaMemset(dy.p, 0xff, rows * 4), "poison");
+      ck(cudaDeviceSynchronize(), "poison");
+      if (!mv::matvec_dp4a_pipe_variant(copies[0], dx.f(), dy.f(), code, s)) continue;
+      ck(cudaStreamSynchronize(s), "variant run");
+      ck(cudaMemcpy(y_var.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost), "y_var");
+      const bool same = std::memcmp(y_ref.data(), y_var.data(), rows * 4) == 0;
+      json one = {{"d", code / 100 % 10}, {"rw", code / 10 % 10}, {"u", code % 10}, {"bits_equal_default", same}};
+      int regs = 0, local = 0;
+      if (mv::matvec_dp4a_pipe_regs(t, code, regs, local)) one["regs"] = regs, one["local_bytes"] = local;
+      for (bool pdl : {false, true}) {
+        set_mode(true, pdl);
+        const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) {
+          if (!mv::matvec_dp4a_pipe_variant(W, dx.f(), dy.f(), code, st)) throw df::Error("no pipelined variant");
+        }, s);
+        const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
+        one[pdl ? "pdl" : "plain"] = {{"us", ms * 1e3}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw}};
+      }
+      set_mode(true);
+      var.push_back(one);
+    }
+    res["pipe_variants_n1"] = var;
+    set_mode(false);
   }
   if (variants && planar_fast(t)) {
     json var = json::array();
@@ -328,12 +383,25 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_path, "JSON output file");
   app.add_option("--formats", formats_arg, "comma-separated type names (default: all)");
   app.add_flag("--quick", quick, "smaller bandwidth buffer, speed on two shapes only");
+  bool no_variants = false, no_validate = false;
+  std::string pipe_arg = "5211,5221,5212,5222,5311,5321,5312,5322,5411,5421,5611";
+  app.add_flag("--no-variants", no_variants, "skip the (RW, U) variants of the unpipelined kernels");
+  app.add_flag("--no-validate", no_validate, "skip the validation at 1024 x 4096");
+  std::string shapes_arg;
+  app.add_option("--shapes", shapes_arg, "comma-separated ROWSxCOLS of the speed shapes to run (default: all)");
+  app.add_option("--pipe-codes", pipe_arg, "pipelined int8-x variants to time (5000 + 100 D + 10 RW + U; empty: none)");
   CLI11_PARSE(app, argc, argv);
   try {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) throw df::Error("no CUDA device");
     cudaDeviceProp prop;
     ck(cudaGetDeviceProperties(&prop, 0), "device properties");
+    std::vector<int> pipe_codes;
+    for (size_t i = 0; i < pipe_arg.size();) {
+      const size_t e = std::min(pipe_arg.find(',', i), pipe_arg.size());
+      if (e > i) pipe_codes.push_back(std::stoi(pipe_arg.substr(i, e - i)));
+      i = e + 1;
+    }
     std::vector<GgmlType> types;
     for (GgmlType t : mt::all_weight_types())
       if (formats_arg.empty() || ("," + formats_arg + ",").find("," + std::string(df::type_name(t)) + ",") != std::string::npos)
@@ -347,7 +415,7 @@ int main(int argc, char** argv) {
 
     mv::Context ctx;
     json val = json::array();
-    for (GgmlType t : types)
+    for (GgmlType t : no_validate ? std::vector<GgmlType>{} : types)
       for (bool int8 : {false, true}) {
         if (int8 && !mv::int8_x_supported(t, 4096)) continue;
         val.push_back(validate(ctx, t, 1024, 4096, int8));
@@ -369,19 +437,31 @@ int main(int argc, char** argv) {
       const bool prio = std::find(priority.begin(), priority.end(), t) != priority.end();
       for (const auto& sh : shapes) {
         const bool head = sh[0] == 248320;
+        const std::string name = std::to_string(sh[0]) + "x" + std::to_string(sh[1]);
+        if (!shapes_arg.empty() && ("," + shapes_arg + ",").find("," + name + ",") == std::string::npos) continue;
         if (quick && !(sh[0] == 17408 || head)) continue;
         if (!prio && !(sh[0] == 17408 || head)) continue;  // other formats: two shapes
         const std::vector<int> ns = prio && sh[0] == 17408 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
-        sp.push_back(speed(ctx, t, sh[0], sh[1], bw, prio, ns, s));
+        sp.push_back(speed(ctx, t, sh[0], sh[1], bw, prio && !no_variants, ns, prio ? pipe_codes : std::vector<int>{}, s));
         const auto& r = sp.back();
         std::printf("speed %-8s %6lld x %-6lld n=1 f32-x %7.1f us %5.0f GB/s %5.1f %%", std::string(df::type_name(t)).c_str(),
                     static_cast<long long>(sh[0]), static_cast<long long>(sh[1]), r["default"]["1"]["us"].get<double>(),
                     r["default"]["1"]["gbs"].get<double>(), r["default"]["1"]["pct_of_read_bw"].get<double>());
         if (r.contains("int8x"))
-          std::printf(" | int8-x %7.1f us %5.0f GB/s %5.1f %% nmse %.1e | +pdl %5.0f GB/s", r["int8x"]["1"]["us"].get<double>(),
-                      r["int8x"]["1"]["gbs"].get<double>(), r["int8x"]["1"]["pct_of_read_bw"].get<double>(),
-                      r["nmse_n1_int8x"].get<double>(), r["int8x_pdl"]["1"]["gbs"].get<double>());
+          std::printf(" | int8-x old %5.0f GB/s +pdl %5.0f | pipe %5.0f GB/s +pdl %5.0f (%4.1f %%) nmse %.1e",
+                      r["int8x"]["1"]["gbs"].get<double>(), r["int8x_pdl"]["1"]["gbs"].get<double>(),
+                      r["int8x_pipe"]["1"]["gbs"].get<double>(), r["int8x_pipe_pdl"]["1"]["gbs"].get<double>(),
+                      r["int8x_pipe_pdl"]["1"]["pct_of_read_bw"].get<double>(), r["nmse_n1_int8x"].get<double>());
         std::printf(" | same-size read %5.0f GB/s\n", r["read_kernel_same_bytes_gbs"].get<double>());
+        if (r.contains("pipe_variants_n1")) {
+          std::printf("   pipe D/RW/U plain|pdl GB/s:");
+          for (const auto& pv : r["pipe_variants_n1"])
+            std::printf(" %d%d%d %.0f|%.0f r%d%s%s", pv["d"].get<int>(), pv["rw"].get<int>(), pv["u"].get<int>(),
+                        pv["plain"]["gbs"].get<double>(), pv["pdl"]["gbs"].get<double>(), pv.value("regs", 0),
+                        pv.value("local_bytes", 0) > 0 ? "(spills)" : "",
+                        pv["bits_equal_default"].get<bool>() ? "" : "(BITS DIFFER)");
+          std::printf("\n");
+        }
         std::fflush(stdout);
       }
     }

@@ -40,6 +40,7 @@ struct EngineOptions {
   bool pdl = true;             // CUDA kernels with programmatic dependent launch
   bool lean_kernels = true;    // CUDA decode step's small kernels lean (CudaOptions::lean_kernels)
   bool moe_legacy = false;     // CUDA MoE: the stop-19 path (host-grouped prefill, f32-x experts)
+  bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV

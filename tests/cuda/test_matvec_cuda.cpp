@@ -3,7 +3,8 @@
 // exactly dequantized weights lands near 1e-13), rows bit-identical whatever n is, every
 // output written, get_rows bit-exact. The formats with int8-x kernels (Context::int8_x, the
 // default) are checked in both modes: with x rounded to int8 per 32 the budget is 1e-4
-// (the rounding of Gaussian x costs ~1e-5). Skipped with a message when no GPU is present.
+// (the rounding of Gaussian x costs ~1e-5); their pipelined kernels against the unpipelined
+// loop, bit for bit. Skipped with a message when no GPU is present.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -101,6 +102,76 @@ TEST_P(MatvecCuda, MatchesCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllFormats, MatvecCuda, ::testing::ValuesIn(testing::all_weight_types()),
                          [](const auto& info) { return std::string(type_name(info.param)); });
+
+// The pipelined int8-x kernels (Context::pipe, the default: the next steps' loads in flight
+// while a step is computed) give the bits of the unpipelined loop, for plain launches over
+// shapes of one to several row groups per block and rows split over warps, and for the
+// fused launches (norm prologue + three matrices with epilogues, the SwiGLU pair).
+TEST(MatvecCudaPipe, PipelinedGivesTheUnpipelinedBits) {
+  DF_SKIP_WITHOUT_GPU();
+  Context ctx(true, true, true);
+  auto run = [&](PackedWeight& W, const float* x, float* y, int64_t ny, bool pipe, const MatvecFusion* fu,
+                 PackedWeight* more0, PackedWeight* more1) {
+    W.pipe = pipe;
+    if (more0) more0->pipe = pipe;
+    if (more1) more1->pipe = pipe;
+    EXPECT_EQ(cudaMemset(y, 0xff, ny * 4), cudaSuccess);
+    if (fu) EXPECT_TRUE(matvec_fused(W, x, y, 1, *fu, nullptr));
+    else matvec(W, x, y, 1, nullptr);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> h(static_cast<size_t>(ny));
+    EXPECT_EQ(cudaMemcpy(h.data(), y, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  };
+  auto all_finite = [](const std::vector<float>& v) {
+    for (float f : v)
+      if (!std::isfinite(f)) return false;
+    return true;
+  };
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+    const int64_t shapes[][2] = {{67, 768}, {5, 2560}, {9000, 512}, {300, 8192}, {4500, 2560}};
+    for (const auto& sh : shapes) {
+      const int64_t rows = sh[0], cols = sh[1];
+      SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      const auto blocks = testing::random_blocks(t, cols, rows, 40 + rows);
+      PackedWeight W = pack_weight(ctx, t, cols, rows, blocks.data());
+      ASSERT_TRUE(W.int8_x);
+      const auto x = testing::random_x(cols, 41 + rows);
+      DeviceBuffer<float> dx(x.size()), dy(rows);
+      ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      const auto a = run(W, dx.p, dy.p, rows, false, nullptr, nullptr, nullptr);
+      const auto b = run(W, dx.p, dy.p, rows, true, nullptr, nullptr, nullptr);
+      ASSERT_TRUE(all_finite(a));
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), rows * 4), 0);
+    }
+    // Fused: norm + Q|K|V-like matrices (store, accumulate, sigmoid) and the SwiGLU pair.
+    const int64_t cols = 2560, r0 = 1024, r1 = 256, r2 = 96;
+    SCOPED_TRACE(std::string(type_name(t)) + " fused");
+    const auto b0 = testing::random_blocks(t, cols, r0, 50), b1 = testing::random_blocks(t, cols, r1, 51),
+               b2 = testing::random_blocks(t, cols, r2, 52), b3 = testing::random_blocks(t, cols, r0, 53);
+    PackedWeight W0 = pack_weight(ctx, t, cols, r0, b0.data()), W1 = pack_weight(ctx, t, cols, r1, b1.data()),
+                 W2 = pack_weight(ctx, t, cols, r2, b2.data()), W3 = pack_weight(ctx, t, cols, r0, b3.data());
+    const auto x = testing::random_x(cols, 54), nw = testing::random_x(cols, 55);
+    DeviceBuffer<float> dx(cols), dn(cols), dy(r0 + r1 + r2);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), cols * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dn.p, nw.data(), cols * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    MatvecFusion fu;
+    fu.more[0] = &W1, fu.more[1] = &W2;
+    fu.y_more[0] = dy.p + r0, fu.y_more[1] = dy.p + r0 + r1;
+    fu.epi[0] = 0, fu.epi[1] = 2, fu.epi[2] = 2;
+    fu.norm_w = dn.p, fu.eps = 1e-6f;
+    const auto a = run(W0, dx.p, dy.p, r0 + r1 + r2, false, &fu, &W1, &W2);
+    const auto b = run(W0, dx.p, dy.p, r0 + r1 + r2, true, &fu, &W1, &W2);
+    ASSERT_TRUE(all_finite(a));
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+    MatvecFusion sw;
+    sw.more[0] = &W3, sw.swiglu = true, sw.norm_w = dn.p, sw.eps = 1e-6f;
+    const auto c = run(W0, dx.p, dy.p, r0, false, &sw, &W3, nullptr);
+    const auto d = run(W0, dx.p, dy.p, r0, true, &sw, &W3, nullptr);
+    ASSERT_TRUE(all_finite(c));
+    ASSERT_EQ(std::memcmp(c.data(), d.data(), c.size() * 4), 0);
+  }
+}
 
 TEST(MatvecCudaErrors, BadArguments) {
   DF_SKIP_WITHOUT_GPU();

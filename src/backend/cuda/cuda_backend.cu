@@ -107,7 +107,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   if (opt.device < 0 || opt.device >= n)
     throw Error("cuda: device " + std::to_string(opt.device) + " does not exist (" + std::to_string(n) + " found)");
   ctx_ = std::make_unique<CudaContext>(opt.device);
-  weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl);
+  weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl, opt.mv_pipe);
   fuse_ = opt.fuse;
   lean_ = opt.lean_kernels;
   small_pdl_ = opt.pdl && opt.lean_kernels;
@@ -652,6 +652,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.pdl = !opt.cuda_no_pdl;
   o.lean_kernels = !opt.cuda_plain_small_kernels;
   o.moe_legacy = opt.cuda_moe_legacy;
+  o.mv_pipe = !opt.cuda_mv_no_pipe;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
   return std::make_unique<CudaBackend>(o);

@@ -49,6 +49,7 @@ struct CudaOptions {
   // a row. false: as before (plain launches, a merge kernel, one argmax block a row); the
   // matvec keeps PDL. The same bits either way.
   bool lean_kernels = true;
+  bool mv_pipe = true;  // int8-x matvecs with pipelined loads (cudamv::Context::pipe)
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.

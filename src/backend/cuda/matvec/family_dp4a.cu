@@ -8,6 +8,24 @@
 
 namespace df::cudamv {
 
+// The pipelined configuration (launch.cuh) of the int8-x formats per n, measured on the H200
+// (bench/cuda/README.md, "Pipelined loads"; results/h200_2026-12-01_mvpipe_run{1,2}_matvec.*):
+// n = 1: two rows per warp, Q4_0 / Q8_0 2 parts per lane loaded 3 steps ahead, Q6_K 1 part 2
+// steps ahead, IQ4_XS 2 parts 2 steps ahead; Q4_K keeps the unpipelined loop (its 4 parts
+// per lane in flight were faster than every pipelined variant); x not staged (slower in
+// every case measured). n > 1 keeps the unpipelined loop (the same bits).
+template <class A, int N>
+struct Dp4aPipe {
+  static constexpr GgmlType kT = A::kType;
+  static constexpr int kD = N > 1 ? 0
+                            : kT == GgmlType::Q4_0 || kT == GgmlType::Q8_0 ? 3
+                            : kT == GgmlType::Q6_K || kT == GgmlType::IQ4_XS ? 2
+                                                                            : 0;
+  static constexpr int kRW = kD > 0 ? 2 : DefaultConfig<A, N>::kRW;
+  static constexpr int kU = kD > 0 ? (kT == GgmlType::Q6_K ? 1 : 2) : DefaultConfig<A, N>::kU;
+  static constexpr bool kStage = false;
+};
+
 namespace {
 
 template <class... Fs>
@@ -48,7 +66,7 @@ void prepare_variants() {
   prepare_mv<PA<F>, 1, 2, 4>();
   prepare_mv<PA<F>, 1, 4, 1>();
   prepare_mv<PA<F>, 1, 4, 2>();
-  prepare_mv_default<PA<F>>();
+  prepare_mv_default<PA<F>, Dp4aPipe>();
 }
 
 template <class... Fs>
@@ -56,7 +74,7 @@ Mv matvec_list(Dp4aList<Fs...>, const PackedWeight& W, const float* x, float* y,
                const MvFuse& f) {
   const PlanarView v = planar_view(W);
   Mv r = Mv::kNoType;
-  ((Fs::kType == W.type ? (r = launch_mv_default<PA<Fs>>(v, x, y, n, s, f) ? Mv::kDone : Mv::kNoFuse, true) : false) ||
+  ((Fs::kType == W.type ? (r = launch_mv_default<PA<Fs>, Dp4aPipe>(v, x, y, n, s, f) ? Mv::kDone : Mv::kNoFuse, true) : false) ||
    ...);
   return r;
 }

@@ -84,6 +84,23 @@ __host__ __device__ constexpr size_t xq_bytes(int n, int64_t cols, bool norm) {
   return static_cast<size_t>(n) * static_cast<size_t>((norm ? 4 * xs_stride(cols) : 0) + xq_row_bytes(cols));
 }
 
+// x rows [N, cols] copied into shared memory (rows of `stride` floats, padded as xs_off) by
+// cp.async: every thread issues all of its 16-byte copies before waiting for any, so the
+// copy takes one L2 round trip whatever cols is (a loop of loads and stores takes one per
+// step). Ends with the block synchronised.
+template <int N>
+__device__ __forceinline__ void stage_x(float* xs, const float* __restrict__ x, int cols, int stride) {
+  const int total4 = N * cols / 4;
+  for (int i = threadIdx.x; i < total4; i += blockDim.x) {
+    const int e = 4 * i, j = e / cols, c = e - j * cols;
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(xs + j * stride + xs_off(c)));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(x + e) : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+}
+
 // A planar format of dev_fast.cuh (or dev_dp4a.cuh): its 16-byte words and meta are loaded ahead.
 template <class F>
 struct PlanarAdapter {
@@ -139,7 +156,13 @@ struct RawAdapter {
   }
 };
 
-template <class A, int N, int RW, int U, bool kSmem>
+// D (pipeline depth): 0, the loop above (a chunk's loads, then its products, then the next
+// chunk's loads); D > 0, the block's (group, chunk) steps in one sequence whose loads run D
+// steps ahead in a ring of D register sets: the loads of steps s + 1 .. s + D - 1 (the first D
+// issued before griddepcontrol.wait and the x prologue) are in flight while step s is
+// computed, across the ends of row groups. The arithmetic of a row is the same for every D
+// (which lane takes which parts, in which order, is unchanged): the same bits.
+template <class A, int N, int RW, int U, bool kSmem, int D = 0>
 __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K would take 153 registers
     mv_kernel(PlanarView v, const float* __restrict__ x, float* __restrict__ y, MvFuse f, int wpr) {
   extern __shared__ float4 smem4[];
@@ -183,9 +206,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   auto rows_of = [&](int m) { return m == 0 ? v.rows : m == 1 ? f.rows[0] : f.rows[1]; };
   auto q_of = [&](int m) { return m == 0 ? v.q : m == 1 ? fq0 : f.q[1]; };
   auto m_of = [&](int m) { return m == 0 ? v.m : m == 1 ? fm0 : f.m[1]; };
+  auto group_of = [&](int64_t g, int& gm, int64_t& glg) {
+    gm = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;
+    glg = gm == 0 ? g : gm == 1 ? g - g0 : g - g0 - g1;
+  };
   auto set_rows = [&](int64_t g) {
-    mat = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;
-    lg = mat == 0 ? g : mat == 1 ? g - g0 : g - g0 - g1;
+    group_of(g, mat, lg);
     const int64_t rows = rows_of(mat);
     const uint8_t* qb = q_of(mat);
     const uint8_t* mb = m_of(mat);
@@ -204,19 +230,36 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
       }
     }
   };
-  typename A::Regs regs[U][RW];
-  auto load_chunk = [&](int t0) {
+  using Regs = typename A::Regs;
+  auto load_into = [&](int t0, Regs (&dst)[U][RW]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int t = t0 + rs * u + rl;
       if (t < nparts)
 #pragma unroll
-        for (int r = 0; r < RW; ++r) A::load(v, qr[r], mr[r], t, nparts, regs[u][r]);
+        for (int r = 0; r < RW; ++r) A::load(v, qr[r], mr[r], t, nparts, dst[u][r]);
     }
+  };
+  constexpr int kRing = D > 0 ? D : 1;
+  Regs ring[kRing][U][RW];
+  auto& regs = ring[0];
+  auto load_chunk = [&](int t0) { load_into(t0, regs); };
+  // D > 0: the load cursor (group ld_g, chunk ld_c) of the next step to load.
+  const int nchunks = (nparts + rs * U - 1) / (rs * U);
+  int64_t ld_g = blockIdx.x;
+  int ld_c = 0;
+  auto load_next = [&](Regs (&dst)[U][RW]) {
+    if (ld_g >= ngroups) return;
+    if (ld_c == 0) set_rows(ld_g);
+    load_into(ld_c * rs * U, dst);
+    if (++ld_c == nchunks) ld_c = 0, ld_g += gridDim.x;
   };
 
   int64_t g = blockIdx.x;
-  if (g < ngroups) {
+  if constexpr (D > 0) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) load_next(ring[d]);
+  } else if (g < ngroups) {
     set_rows(g);
     load_chunk(0);
   }
@@ -228,17 +271,13 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   asm volatile("griddepcontrol.launch_dependents;");
   float* sums = xs + N * stride;
   const int sum_stride = static_cast<int>(v.cols / 16);
-  uint8_t* xq = reinterpret_cast<uint8_t*>(smem4) + (f.norm_w ? 4 * N * stride : 0);  // kInt8X
+  // kInt8X: the int8 x after the f32 copy (norm prologue, or x staged by cp.async: f.stage_x)
+  uint8_t* xq = reinterpret_cast<uint8_t*>(smem4) + (f.norm_w || f.stage_x ? 4 * N * stride : 0);
   const int xq_rb = static_cast<int>(xq_row_bytes(v.cols));
   if constexpr (kSmem && A::kInt8X) {
     const int cols = static_cast<int>(v.cols);
     if (f.norm_w) {  // the f32 copy, its rows' RMS scales, then the normed rows rounded
-      const int total4 = N * cols / 4;
-      for (int i = threadIdx.x; i < total4; i += blockDim.x) {
-        const int e = 4 * i, j = e / cols, c = e - j * cols;
-        *reinterpret_cast<float4*>(xs + j * stride + xs_off(c)) = __ldg(reinterpret_cast<const float4*>(x) + i);
-      }
-      __syncthreads();
+      stage_x<N>(xs, x, cols, stride);
       __shared__ float row_scale8[N];
       if (warp < N) {  // the order of rms_norm_rows (mv_fuse.cuh): the same bits as unfused
         const float* xr = xs + warp * stride;
@@ -254,6 +293,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
                                rms_apply(a.z, sc, f.norm_w[c + 2]), rms_apply(a.w, sc, f.norm_w[c + 3]));
           },
           N, cols, xq);
+    } else if (f.stage_x) {  // the same values, from the staged copy
+      stage_x<N>(xs, x, cols, stride);
+      quantize_x<A::kPartElems, A::kQ8K>(
+          [&](int j, int c) { return *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c)); }, N, cols, xq);
     } else {
       quantize_x<A::kPartElems, A::kQ8K>(
           [&](int j, int c) { return __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(j) * cols + c)); }, N,
@@ -309,39 +352,32 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
     }
     __syncthreads();
   }
-  bool first = true;
-  for (; g < ngroups; g += gridDim.x) {
-    if (!first) set_rows(g);
-    float acc[RW][N];
+  // The products of one chunk (parts t0 + rs u + rl) with the registers rg.
+  auto compute = [&](int t0, const Regs (&rg)[U][RW], float (&acc)[RW][N]) {
 #pragma unroll
-    for (int r = 0; r < RW; ++r)
+    for (int u = 0; u < U; ++u) {
+      const int t = t0 + rs * u + rl;
+      if (t < nparts) {
+        const int e0 = t * A::kPartElems;
+        if constexpr (A::kInt8X) {
+          static_assert(kSmem, "int8 x lives in shared memory");
+          const XQ xa{xq + t * 16, xq + v.cols + (e0 / 32) * 8, xq_rb, nparts * 16};
 #pragma unroll
-      for (int j = 0; j < N; ++j) acc[r][j] = 0.0f;
-    for (int t0 = 0; t0 < nparts; t0 += rs * U) {
-      if (!first) load_chunk(t0);
-      first = false;
+          for (int r = 0; r < RW; ++r) A::template dot<N>(v, rg[u][r], xa, acc[r]);
+        } else if constexpr (kSmem) {
+          const XShared xa{xs + xs_off(e0), sums + e0 / 16, stride, sum_stride};
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int t = t0 + rs * u + rl;
-        if (t < nparts) {
-          const int e0 = t * A::kPartElems;
-          if constexpr (A::kInt8X) {
-            static_assert(kSmem, "int8 x lives in shared memory");
-            const XQ xa{xq + t * 16, xq + v.cols + (e0 / 32) * 8, xq_rb, nparts * 16};
+          for (int r = 0; r < RW; ++r) A::template dot<N>(v, rg[u][r], xa, acc[r]);
+        } else {
+          const XGlobal xa{x + e0, v.cols};
 #pragma unroll
-            for (int r = 0; r < RW; ++r) A::template dot<N>(v, regs[u][r], xa, acc[r]);
-          } else if constexpr (kSmem) {
-            const XShared xa{xs + xs_off(e0), sums + e0 / 16, stride, sum_stride};
-#pragma unroll
-            for (int r = 0; r < RW; ++r) A::template dot<N>(v, regs[u][r], xa, acc[r]);
-          } else {
-            const XGlobal xa{x + e0, v.cols};
-#pragma unroll
-            for (int r = 0; r < RW; ++r) A::template dot<N>(v, regs[u][r], xa, acc[r]);
-          }
+          for (int r = 0; r < RW; ++r) A::template dot<N>(v, rg[u][r], xa, acc[r]);
         }
       }
     }
+  };
+  // The end of group gg (matrix gmat, group glg within it): the rows' sums and stores.
+  auto finish = [&](int gmat, int64_t glg, const float (&acc)[RW][N]) {
     float res[RW][N];
 #pragma unroll
     for (int r = 0; r < RW; ++r)
@@ -365,17 +401,17 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
     }
     if (lane == 0 && sub == 0) {
       if (pair) {
-        const int64_t row = lg * row_warps + wg;
+        const int64_t row = glg * row_warps + wg;
         if (row < v.rows)
 #pragma unroll
           for (int j = 0; j < N; ++j) y[j * v.rows + row] = swiglu_of(res[0][j], res[RW - 1][j]);
       } else {
-        const int64_t rows = rows_of(mat);
-        float* ym = mat == 0 ? y : mat == 1 ? f.y[0] : f.y[1];
-        const MvEpi ep = mat == 0 ? f.epi[0] : mat == 1 ? f.epi[1] : f.epi[2];
+        const int64_t rows = rows_of(gmat);
+        float* ym = gmat == 0 ? y : gmat == 1 ? f.y[0] : f.y[1];
+        const MvEpi ep = gmat == 0 ? f.epi[0] : gmat == 1 ? f.epi[1] : f.epi[2];
 #pragma unroll
         for (int r = 0; r < RW; ++r) {
-          const int64_t row = (lg * row_warps + wg) * RW + r;
+          const int64_t row = (glg * row_warps + wg) * RW + r;
           if (row < rows)
 #pragma unroll
             for (int j = 0; j < N; ++j) {
@@ -383,6 +419,54 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
             }
         }
       }
+    }
+  };
+  if constexpr (D > 0) {
+    // The block's steps: its groups g = blockIdx.x + i gridDim.x in order, nchunks each.
+    const int64_t my_groups = g < ngroups ? (ngroups - 1 - g) / gridDim.x + 1 : 0;
+    const int64_t steps = my_groups * nchunks;
+    int c = 0;  // the chunk of the step being computed, in group g
+    float acc[RW][N];
+#pragma unroll
+    for (int r = 0; r < RW; ++r)
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc[r][j] = 0.0f;
+    for (int64_t s0 = 0; s0 < steps; s0 += D) {
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        if (s0 + d < steps) {  // uniform over the block (finish may synchronise it)
+          compute(c * rs * U, ring[d], acc);
+          load_next(ring[d]);  // step s0 + d + D
+          if (++c == nchunks) {
+            int gm;
+            int64_t glg;
+            group_of(g, gm, glg);
+            finish(gm, glg, acc);
+#pragma unroll
+            for (int r = 0; r < RW; ++r)
+#pragma unroll
+              for (int j = 0; j < N; ++j) acc[r][j] = 0.0f;
+            c = 0;
+            g += gridDim.x;
+          }
+        }
+      }
+    }
+  } else {
+    bool first = true;
+    for (; g < ngroups; g += gridDim.x) {
+      if (!first) set_rows(g);
+      float acc[RW][N];
+#pragma unroll
+      for (int r = 0; r < RW; ++r)
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc[r][j] = 0.0f;
+      for (int t0 = 0; t0 < nparts; t0 += rs * U) {
+        if (!first) load_chunk(t0);
+        first = false;
+        compute(t0, regs, acc);
+      }
+      finish(mat, lg, acc);
     }
   }
 }

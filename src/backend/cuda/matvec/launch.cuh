@@ -14,6 +14,7 @@
 namespace df::cudamv {
 
 constexpr size_t kMaxSmem = 200 * 1024;  // x copies above this read x from global memory
+constexpr size_t kStageSmem = 100 * 1024;  // int8 x staged by cp.async up to this (two blocks per SM)
 
 // Warps per output row of a launch: rows (SwiGLU pairs count twice) spread over at least
 // ~8448 warp-rows (two blocks of 16 rows per SM for two waves on the H200's 132 SMs),
@@ -25,10 +26,10 @@ inline int mv_wpr(int64_t row_units, int64_t nparts) {
   return w;
 }
 
-template <class A, int N, int RW, int U, bool kSmem>
+template <class A, int N, int RW, int U, bool kSmem, int D = 0>
 void launch_persistent(const PlanarView& v, const float* x, float* y, size_t smem, cudaStream_t s,
                        const MvFuse& f) {
-  const auto kernel = mv_kernel<A, N, RW, U, kSmem>;
+  const auto kernel = mv_kernel<A, N, RW, U, kSmem, D>;
   int dev = 0, sms = 1, occ = 1;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
@@ -85,13 +86,22 @@ bool can_fuse(const PlanarView& v, const MvFuse& f, bool allow_smem = !A::kGloba
   return (!f.norm_w || smem) && (!f.swiglu || RW == 2);
 }
 
-template <class A, int N, int RW, int U>
+template <class A, int N, int RW, int U, int D = 0>
 void launch_mv(const PlanarView& v, const float* x, float* y, cudaStream_t s, bool allow_smem = !A::kGlobalX,
                const MvFuse& f = MvFuse{}) {
   const size_t smem = smem_of<A, N>(v.cols, f.norm_w != nullptr);
   if constexpr (A::kInt8X) {
     if (smem > kMaxSmem || !int8x_fits(v.cols)) throw Error("CUDA matvec: int8 x does not fit in shared memory");
-    launch_persistent<A, N, RW, U, true>(v, x, y, smem, s, f);
+    // x staged by cp.async (f.stage_x asked for): where the f32 copy beside the int8 x leaves
+    // two blocks per SM (the norm prologue stages its copy anyway).
+    const size_t staged = xq_bytes(N, v.cols, true);
+    if (f.stage_x && !f.norm_w && staged <= kStageSmem) {
+      launch_persistent<A, N, RW, U, true, D>(v, x, y, staged, s, f);
+      return;
+    }
+    MvFuse g = f;
+    g.stage_x = false;
+    launch_persistent<A, N, RW, U, true, D>(v, x, y, smem, s, g);
   } else if (allow_smem && smem <= kMaxSmem)
     launch_persistent<A, N, RW, U, true>(v, x, y, smem, s, f);
   else
@@ -99,9 +109,9 @@ void launch_mv(const PlanarView& v, const float* x, float* y, cudaStream_t s, bo
 }
 
 // Allows the shared-memory kernel its largest x copy (called once per Context).
-template <class A, int N, int RW, int U>
+template <class A, int N, int RW, int U, int D = 0>
 void prepare_mv() {
-  cudaFuncSetAttribute(mv_kernel<A, N, RW, U, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute(mv_kernel<A, N, RW, U, true, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(kMaxSmem));
 }
 
@@ -119,40 +129,69 @@ struct DefaultConfig {
   static constexpr int kU = N > 2 ? 1 : default_u<A>();
 };
 
-// Launches with the fusions of f; false (nothing launched) when this n cannot fuse them.
+// A family's pipelined configuration per n (mv_kernel's D > 0): depth kD (0: none), rows per
+// warp kRW, parts per lane and step kU. Chosen by Context::pipe (MvFuse::pipe); the SwiGLU pair
+// takes it at two rows per warp. A row's bits do not depend on it.
 template <class A, int N>
+struct NoPipe {
+  static constexpr int kD = 0, kRW = 1, kU = 1;
+  static constexpr bool kStage = false;  // x staged by cp.async (launch_mv, MvFuse::stage_x)
+};
+
+// Launches with the fusions of f; false (nothing launched) when this n cannot fuse them.
+template <class A, int N, template <class, int> class P = NoPipe>
 bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse& f, cudaStream_t s) {
   constexpr int RW = DefaultConfig<A, N>::kRW, U = DefaultConfig<A, N>::kU;
   if (!can_fuse<A, N, RW>(v, f)) return false;
+  if constexpr (P<A, N>::kD > 0 || P<A, N>::kStage) {
+    using C = P<A, N>;
+    if (f.pipe) {
+      MvFuse g = f;
+      g.stage_x = C::kStage;
+      if (f.swiglu) launch_mv<A, N, 2, C::kU, C::kD>(v, x, y, s, !A::kGlobalX, g);
+      else launch_mv<A, N, C::kRW, C::kU, C::kD>(v, x, y, s, !A::kGlobalX, g);
+      return true;
+    }
+  }
   launch_mv<A, N, RW, U>(v, x, y, s, !A::kGlobalX, f);
   return true;
 }
 
-template <class A>
+template <class A, template <class, int> class P = NoPipe>
 bool launch_mv_default(const PlanarView& v, const float* x, float* y, int n, cudaStream_t s,
                        const MvFuse& f = MvFuse{}) {
   switch (n) {
-    case 1: return launch_mv_fused<A, 1>(v, x, y, f, s);
-    case 2: return launch_mv_fused<A, 2>(v, x, y, f, s);
-    case 3: return launch_mv_fused<A, 3>(v, x, y, f, s);
-    case 4: return launch_mv_fused<A, 4>(v, x, y, f, s);
-    case 5: return launch_mv_fused<A, 5>(v, x, y, f, s);
-    case 6: return launch_mv_fused<A, 6>(v, x, y, f, s);
-    case 7: return launch_mv_fused<A, 7>(v, x, y, f, s);
-    default: return launch_mv_fused<A, 8>(v, x, y, f, s);
+    case 1: return launch_mv_fused<A, 1, P>(v, x, y, f, s);
+    case 2: return launch_mv_fused<A, 2, P>(v, x, y, f, s);
+    case 3: return launch_mv_fused<A, 3, P>(v, x, y, f, s);
+    case 4: return launch_mv_fused<A, 4, P>(v, x, y, f, s);
+    case 5: return launch_mv_fused<A, 5, P>(v, x, y, f, s);
+    case 6: return launch_mv_fused<A, 6, P>(v, x, y, f, s);
+    case 7: return launch_mv_fused<A, 7, P>(v, x, y, f, s);
+    default: return launch_mv_fused<A, 8, P>(v, x, y, f, s);
   }
 }
 
-template <class A>
+template <class A, int N, template <class, int> class P>
+void prepare_mv_n() {
+  prepare_mv<A, N, DefaultConfig<A, N>::kRW, DefaultConfig<A, N>::kU>();
+  if constexpr (P<A, N>::kD > 0 || P<A, N>::kStage) {
+    using C = P<A, N>;
+    prepare_mv<A, N, C::kRW, C::kU, C::kD>();
+    if constexpr (N <= 2) prepare_mv<A, N, 2, C::kU, C::kD>();
+  }
+}
+
+template <class A, template <class, int> class P = NoPipe>
 void prepare_mv_default() {
-  prepare_mv<A, 1, DefaultConfig<A, 1>::kRW, DefaultConfig<A, 1>::kU>();
-  prepare_mv<A, 2, DefaultConfig<A, 2>::kRW, DefaultConfig<A, 2>::kU>();
-  prepare_mv<A, 3, DefaultConfig<A, 3>::kRW, DefaultConfig<A, 3>::kU>();
-  prepare_mv<A, 4, DefaultConfig<A, 4>::kRW, DefaultConfig<A, 4>::kU>();
-  prepare_mv<A, 5, DefaultConfig<A, 5>::kRW, DefaultConfig<A, 5>::kU>();
-  prepare_mv<A, 6, DefaultConfig<A, 6>::kRW, DefaultConfig<A, 6>::kU>();
-  prepare_mv<A, 7, DefaultConfig<A, 7>::kRW, DefaultConfig<A, 7>::kU>();
-  prepare_mv<A, 8, DefaultConfig<A, 8>::kRW, DefaultConfig<A, 8>::kU>();
+  prepare_mv_n<A, 1, P>();
+  prepare_mv_n<A, 2, P>();
+  prepare_mv_n<A, 3, P>();
+  prepare_mv_n<A, 4, P>();
+  prepare_mv_n<A, 5, P>();
+  prepare_mv_n<A, 6, P>();
+  prepare_mv_n<A, 7, P>();
+  prepare_mv_n<A, 8, P>();
 }
 
 template <class... As>

@@ -24,7 +24,7 @@ void check(cudaError_t e, const char* what) {
 
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
-Context::Context(bool int8_x, bool pdl) : int8_x_(int8_x), pdl_(pdl) {
+Context::Context(bool int8_x, bool pdl, bool pipe) : int8_x_(int8_x), pdl_(pdl), pipe_(pipe) {
   DevTables h;
   std::memcpy(h.iq2xxs, quant::kIq2xxsGrid, sizeof h.iq2xxs);
   std::memcpy(h.iq2xs, quant::kIq2xsGrid, sizeof h.iq2xs);
@@ -43,6 +43,7 @@ Context::Context(bool int8_x, bool pdl) : int8_x_(int8_x), pdl_(pdl) {
   }
   prepare_fast();
   prepare_dp4a();
+  prepare_dp4a_pipe();
   prepare_raw_basic();
   prepare_raw_iq();
   check(cudaGetLastError(), "setting kernel attributes");
@@ -57,7 +58,7 @@ PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
     if (owns && data) cudaFree(data);
     type = o.type, cols = o.cols, rows = o.rows, data = o.data, bytes = o.bytes;
     q_row_bytes = o.q_row_bytes, m_offset = o.m_offset, m_row_bytes = o.m_row_bytes;
-    tables = o.tables, owns = o.owns, int8_x = o.int8_x, pdl = o.pdl;
+    tables = o.tables, owns = o.owns, int8_x = o.int8_x, pdl = o.pdl, pipe = o.pipe;
     o.data = nullptr, o.owns = false, o.bytes = 0;
   }
   return *this;
@@ -86,6 +87,7 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
   p.tables = ctx.tables();
   p.int8_x = ctx.int8_x() && int8_x_supported(type, cols);
   p.pdl = ctx.pdl();
+  p.pipe = ctx.pipe();
   std::vector<uint8_t> staging(p.bytes);
   pack_rows_parallel(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
   if (device_dst) {
@@ -152,6 +154,7 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
     f.n_slots = fu.n_slots, f.n_expert = fu.n_expert, f.x_div = fu.x_div;
   }
   f.pdl = W.pdl;
+  f.pipe = W.pipe;
   Mv r = matvec_fast(W, x, y, n, stream, f);
   if (r == Mv::kNoType) {
     const PlanarView v = raw_view(W);

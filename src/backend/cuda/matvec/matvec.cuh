@@ -39,17 +39,19 @@ constexpr int kMaxRows = 8;  // largest n of matvec (decode and speculative veri
 // of a launch overlap the end of the previous kernel; x is read only after it).
 class Context {
  public:
-  explicit Context(bool int8_x = true, bool pdl = true);  // throws df::Error on a CUDA failure
+  // pipe: the int8-x kernels with their loads pipelined (false: the previous loop; same bits).
+  explicit Context(bool int8_x = true, bool pdl = true, bool pipe = true);  // throws df::Error on a CUDA failure
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   const void* tables() const { return tables_; }  // device pointer, layout private
   bool int8_x() const { return int8_x_; }
   bool pdl() const { return pdl_; }
+  bool pipe() const { return pipe_; }
 
  private:
   void* tables_ = nullptr;
-  bool int8_x_ = true, pdl_ = true;
+  bool int8_x_ = true, pdl_ = true, pipe_ = true;
 };
 
 // Whether a weight of this type and width gets the int8-x kernels (under Context::int8_x).
@@ -69,6 +71,7 @@ struct PackedWeight {
   bool owns = false;           // data came from cudaMalloc in pack_weight
   bool int8_x = false;         // matvec rounds x to int8 blocks (Context::int8_x and supported)
   bool pdl = false;            // matvec launches with programmatic dependent launch (Context::pdl)
+  bool pipe = false;           // int8-x matvecs with pipelined loads (Context::pipe)
 
   PackedWeight() = default;
   PackedWeight(PackedWeight&& o) noexcept { *this = static_cast<PackedWeight&&>(o); }

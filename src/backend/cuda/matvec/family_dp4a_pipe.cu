@@ -1,0 +1,110 @@
+// The workbench's pipelined variants of the int8-x kernels (mv_kernel with D > 0,
+// kernels_fast.cuh) at n = 1: code = 5000 + 1000 ST + 100 D + 10 RW + U (ST: x staged by
+// cp.async; D = 0: the unpipelined loop). A translation unit of its own so that it compiles
+// beside family_dp4a.cu.
+#include "backend/cuda/matvec/dev_dp4a.cuh"
+#include "backend/cuda/matvec/dispatch.cuh"
+#include "backend/cuda/matvec/launch.cuh"
+#include "backend/cuda/matvec/matvec.cuh"
+
+namespace df::cudamv {
+
+namespace {
+
+template <class F>
+using PA = PlanarAdapter<F>;
+
+// (D, RW, U, ST) of the variants; Q6_K (3 words per part) only those of <= 4 parts in registers.
+template <int D, int RW, int U, int ST>
+struct Cfg {
+  static constexpr int kCode = 5000 + 1000 * ST + 100 * D + 10 * RW + U;
+};
+template <class... Cs>
+struct CfgList {};
+using Cfgs = CfgList<Cfg<2, 2, 1, 0>, Cfg<2, 2, 2, 0>, Cfg<3, 2, 1, 0>, Cfg<3, 2, 2, 0>, Cfg<0, 2, 1, 1>,
+                     Cfg<0, 2, 4, 1>, Cfg<2, 2, 1, 1>, Cfg<2, 2, 2, 1>, Cfg<3, 2, 2, 1>, Cfg<2, 1, 2, 1>>;
+
+template <class F, int D, int RW, int U, int ST>
+constexpr bool wanted(Cfg<D, RW, U, ST>) {
+  return F::kLoads == 1 || (D > 0 ? D : 1) * RW * U <= 4;
+}
+
+template <class F, class... Cs>
+bool launch_code(CfgList<Cs...>, const PlanarView& v, const float* x, float* y, int code, const MvFuse& f,
+                 cudaStream_t s) {
+  bool done = false;
+  auto one = [&]<int D, int RW, int U, int ST>(Cfg<D, RW, U, ST> c) {
+    if constexpr (wanted<F>(Cfg<D, RW, U, ST>{})) {
+      if (!done && code == c.kCode) {
+        MvFuse g = f;
+        g.stage_x = ST == 1;
+        launch_mv<PA<F>, 1, RW, U, D>(v, x, y, s, true, g), done = true;
+      }
+    }
+  };
+  (one(Cs{}), ...);
+  return done;
+}
+
+template <class F, class... Cs>
+bool attrs_code(CfgList<Cs...>, int code, cudaFuncAttributes& at) {
+  bool done = false;
+  auto one = [&]<int D, int RW, int U, int ST>(Cfg<D, RW, U, ST> c) {
+    if constexpr (wanted<F>(Cfg<D, RW, U, ST>{})) {
+      if (!done && code == c.kCode)
+        done = cudaFuncGetAttributes(&at, mv_kernel<PA<F>, 1, RW, U, true, D>) == cudaSuccess;
+    }
+  };
+  (one(Cs{}), ...);
+  return done;
+}
+
+template <class F, class... Cs>
+void prepare_codes(CfgList<Cs...>) {
+  auto one = [&]<int D, int RW, int U, int ST>(Cfg<D, RW, U, ST>) {
+    if constexpr (wanted<F>(Cfg<D, RW, U, ST>{})) prepare_mv<PA<F>, 1, RW, U, D>();
+  };
+  (one(Cs{}), ...);
+}
+
+template <class... Fs>
+struct List {};
+using PipeFormats = List<Dp4aQ8_0, Dp4aQ4_0, Dp4aQ4_K, Dp4aQ6_K, Dp4aIQ4_XS>;
+
+template <class... Fs>
+bool variant_list(List<Fs...>, const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s) {
+  const PlanarView v{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols,
+                     static_cast<const DevTables*>(W.tables)};
+  MvFuse f;
+  f.pdl = W.pdl;
+  return ((Fs::kType == W.type ? launch_code<Fs>(Cfgs{}, v, x, y, code, f, s) : false) || ...);
+}
+
+template <class... Fs>
+bool attrs_list(List<Fs...>, GgmlType t, int code, cudaFuncAttributes& at) {
+  return ((Fs::kType == t ? attrs_code<Fs>(Cfgs{}, code, at) : false) || ...);
+}
+
+template <class... Fs>
+void prepare_list(List<Fs...>) {
+  (prepare_codes<Fs>(Cfgs{}), ...);
+}
+
+}  // namespace
+
+void prepare_dp4a_pipe() { prepare_list(PipeFormats{}); }
+
+bool matvec_dp4a_pipe_regs(GgmlType t, int code, int& regs, int& local_bytes) {
+  cudaFuncAttributes at{};
+  if (!attrs_list(PipeFormats{}, t, code, at)) return false;
+  regs = at.numRegs, local_bytes = static_cast<int>(at.localSizeBytes);
+  return true;
+}
+
+bool matvec_dp4a_pipe_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s) {
+  if (!int8_x_supported(W.type, W.cols) || !variant_list(PipeFormats{}, W, x, y, code, s)) return false;
+  check_launch("matvec pipelined variant");
+  return true;
+}
+
+}  // namespace df::cudamv
