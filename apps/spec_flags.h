@@ -56,7 +56,8 @@ inline nlohmann::json spec_json(const spec::SpecStats& st) {
           {"accepted_at", st.accepted_at}, {"head_seconds", st.head_seconds}, {"cost_verify_seconds", st.cost_verify},
           {"cost_head_seconds", st.cost_head}, {"cost_head_catchup_seconds", st.cost_head_catchup},
           {"cost_table_seconds", st.cost_table}, {"cycle_estimate_seconds", st.cycle_estimate},
-          {"cycles_at", st.cycles_at}};
+          {"cycles_at", st.cycles_at},     {"cost_table_reused", st.cost_table_reused},
+          {"cost_measure_seconds", st.cost_measure_seconds}};
 }
 
 inline void print_spec_stats(const spec::SpecStats& st) {

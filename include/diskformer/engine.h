@@ -7,7 +7,10 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,6 +77,17 @@ struct Stats {
   double decode_seconds = 0.0;
 };
 
+// The start-up cost table of speculative decoding (MtpGenerator), measured on the running
+// machine with this engine's backend and options: seconds of a trunk forward of k = 1..K rows
+// (k = 1: a plain step; k > 1: a verify with snapshots, every row's argmax), of one chained
+// head row and of a head catch-up forward. Measured once per engine, kept for its lifetime.
+struct SpecCosts {
+  std::vector<double> verify;     // [K], K = the deepest draft it was measured for + 1
+  double head = 0.0;
+  double head_catchup = 0.0;
+  double measure_seconds = 0.0;   // wall time the measurement took
+};
+
 class Engine {
  public:
   static std::unique_ptr<Engine> load(const EngineOptions& opt);
@@ -85,9 +99,16 @@ class Engine {
   const gguf::File& file() const { return *file_; }
   const EngineOptions& options() const { return opt_; }
   std::string backend_name() const;
+  // The kept cost table measured for a deepest draft of at least `draft_max` (its verify
+  // entries cut to draft_max + 1 rows), if one was measured. Thread-safe.
+  std::optional<SpecCosts> spec_costs(int draft_max) const;
+  // Keeps `c` (measured for a deepest draft of c.verify.size() - 1) for later sessions.
+  void keep_spec_costs(SpecCosts c);
 
  private:
   Engine() = default;
+  mutable std::mutex costs_mu_;
+  std::map<int, SpecCosts> spec_costs_;  // by the deepest draft measured
   EngineOptions opt_;
   std::unique_ptr<gguf::File> file_;
   std::unique_ptr<gguf::File> head_file_;  // EngineOptions::mtp_head_path (the head's weights point into it)

@@ -69,6 +69,22 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
 
 std::string Engine::backend_name() const { return backend_->name(); }
 
+std::optional<SpecCosts> Engine::spec_costs(int draft_max) const {
+  std::lock_guard<std::mutex> lock(costs_mu_);
+  const auto it = spec_costs_.lower_bound(draft_max);  // the shallowest table deep enough
+  if (it == spec_costs_.end()) return std::nullopt;
+  SpecCosts c = it->second;
+  c.verify.resize(static_cast<size_t>(draft_max) + 1);
+  return c;
+}
+
+void Engine::keep_spec_costs(SpecCosts c) {
+  if (c.verify.size() < 2) throw Error("a speculative cost table needs a plain step and a verify");
+  std::lock_guard<std::mutex> lock(costs_mu_);
+  const int depth = static_cast<int>(c.verify.size()) - 1;
+  spec_costs_.insert_or_assign(depth, std::move(c));
+}
+
 Session::Session(Engine& engine) : Session(engine, engine.options().max_snapshots) {}
 
 Session::Session(Engine& engine, int64_t max_snapshots) : engine_(engine) {

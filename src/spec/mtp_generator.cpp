@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <optional>
 
 #include "common/error.h"
 #include "diskformer/generator.h"
@@ -74,6 +75,10 @@ MtpGenerator::MtpGenerator(Session& session, const GenerateOptions& opt, const S
   const std::vector<float> zeros(static_cast<size_t>(dim_), 0.0f);
   b_.upload(hin_.slice_rows(0, 1), zeros.data(), zeros.size() * sizeof(float));
   b_.upload(g_, zeros.data(), zeros.size() * sizeof(float));
+  if (spec.draft_accept >= 0.0 && !spec.oracle.empty()) {
+    oracle_dev_ = alloc_tensor(b_, GgmlType::I32, 1, static_cast<int64_t>(spec.oracle.size()), buffers_);
+    b_.upload(oracle_dev_, spec.oracle.data(), spec.oracle.size() * sizeof(Token));
+  }
   stats_.drafted_at.assign(static_cast<size_t>(spec.draft_max), 0);
   stats_.accepted_at.assign(static_cast<size_t>(spec.draft_max), 0);
   measure_costs();
@@ -83,12 +88,38 @@ MtpGenerator::MtpGenerator(Session& session, const GenerateOptions& opt, const S
 
 MtpGenerator::~MtpGenerator() = default;
 
-// The start-up cost table, on scratch states: a plain step (one row, its argmax and the id's
+// The cost table is measured once per engine (Engine::spec_costs keeps it): the first
+// generator of an engine measures it, later ones (requests, chat turns, bench rounds) reuse it.
+// The measurement, on scratch states: a plain step (one row, its argmax and the id's
 // download), a verify of k = 2..draft_max+1 rows (snapshots, every row's logits and argmax),
 // one head row and a head catch-up forward of kCatchUpGuess rows. Every shape runs kWarm times
 // first (CUDA: eagerly, then recording its graph), then kReps times interleaved with the
 // others; the medians are kept (a loaded machine's outliers do not move them).
 void MtpGenerator::measure_costs() {
+  Engine& engine = session_.engine();
+  std::optional<SpecCosts> kept = engine.spec_costs(spec_.draft_max);
+  stats_.cost_table_reused = kept.has_value();
+  if (!kept) {
+    const double t0 = now_seconds();
+    kept = measure_cost_table();
+    kept->measure_seconds = now_seconds() - t0;
+    stats_.cost_measure_seconds = kept->measure_seconds;
+    engine.keep_spec_costs(*kept);
+  }
+  stats_.cost_verify = kept->verify;
+  stats_.cost_head = kept->head;
+  stats_.cost_head_catchup = kept->head_catchup;
+  // A cycle of depth d: the head's catch-up with x's row, d - 1 chained head rows, the verify
+  // of d + 1 rows. stats_.cost_verify[0] is the plain step (no snapshots).
+  const int K = spec_.draft_max + 1;
+  stats_.cost_table.assign(static_cast<size_t>(K), 0.0);
+  stats_.cost_table[0] = stats_.cost_verify[0];
+  for (int d = 1; d < K; ++d)
+    stats_.cost_table[static_cast<size_t>(d)] =
+        stats_.cost_verify[static_cast<size_t>(d)] + stats_.cost_head_catchup + (d - 1) * stats_.cost_head;
+}
+
+SpecCosts MtpGenerator::measure_cost_table() {
   constexpr int kWarm = 2, kReps = 5;
   const int K = spec_.draft_max + 1;
   StateOptions so;
@@ -140,17 +171,12 @@ void MtpGenerator::measure_costs() {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  stats_.cost_verify.resize(static_cast<size_t>(K));
-  for (int k = 1; k <= K; ++k) stats_.cost_verify[static_cast<size_t>(k - 1)] = median(samples[static_cast<size_t>(k - 1)]);
-  stats_.cost_head = median(samples[static_cast<size_t>(K)]);
-  stats_.cost_head_catchup = median(samples[static_cast<size_t>(K) + 1]);
-  // A cycle of depth d: the head's catch-up with x's row, d - 1 chained head rows, the verify
-  // of d + 1 rows. stats_.cost_verify[0] is the plain step (no snapshots).
-  stats_.cost_table.assign(static_cast<size_t>(K), 0.0);
-  stats_.cost_table[0] = stats_.cost_verify[0];
-  for (int d = 1; d < K; ++d)
-    stats_.cost_table[static_cast<size_t>(d)] =
-        stats_.cost_verify[static_cast<size_t>(d)] + stats_.cost_head_catchup + (d - 1) * stats_.cost_head;
+  SpecCosts c;
+  c.verify.resize(static_cast<size_t>(K));
+  for (int k = 1; k <= K; ++k) c.verify[static_cast<size_t>(k - 1)] = median(samples[static_cast<size_t>(k - 1)]);
+  c.head = median(samples[static_cast<size_t>(K)]);
+  c.head_catchup = median(samples[static_cast<size_t>(K) + 1]);
+  return c;
 }
 
 ForwardOutputs MtpGenerator::head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden,
@@ -261,7 +287,8 @@ std::vector<Token> MtpGenerator::draft(Token x, int64_t P, int depth, size_t emi
 void MtpGenerator::oracle_on_device(int row, size_t index) {
   if (spec_.draft_accept < 0.0 || index >= spec_.oracle.size()) return;
   std::uniform_real_distribution<double> u(0.0, 1.0);  // the same draws as oracle_or
-  if (u(oracle_rng_) < spec_.draft_accept) b_.upload(best_.slice_rows(row, 1), &spec_.oracle[index], sizeof(Token));
+  if (u(oracle_rng_) < spec_.draft_accept)  // a device copy from the uploaded continuation: no host data in the cycle
+    b_.copy(oracle_dev_.slice_rows(static_cast<int64_t>(index), 1), best_.slice_rows(row, 1));
 }
 
 void MtpGenerator::draft_on_device(Token x, int64_t P, int depth, size_t emitted) {

@@ -31,7 +31,8 @@ namespace df::spec {
 class MtpGenerator {
  public:
   // The session must keep at least spec.draft_max + 1 snapshot slots (Session's max_snapshots)
-  // and its model must have an MTP head (df::Error otherwise). Measures the cost table.
+  // and its model must have an MTP head (df::Error otherwise). Measures the cost table when
+  // the engine has none for this depth yet (Engine::spec_costs).
   MtpGenerator(Session& session, const GenerateOptions& opt, const SpecOptions& spec);
   ~MtpGenerator();
   // As PlainGenerator::run. May be called again for the next turn of the same session (the
@@ -45,7 +46,10 @@ class MtpGenerator {
   const SpecStats& stats() const { return stats_; }
 
  private:
+  // The start-up cost table: the engine's kept one, else measured now (measure_cost_table) and
+  // kept in the engine for later generators.
   void measure_costs();
+  SpecCosts measure_cost_table();
   // Prefill tap: feeds the head the prompt rows the trunk computed.
   void feed_prompt_rows(int64_t pos0, const Token* ids, int64_t n, const ForwardOutputs& out);
   // Runs the head over its pending rows (without the draft row): catch-up when they fill up.
@@ -91,6 +95,7 @@ class MtpGenerator {
   Tensor hin_;     // [rows_, dim] head input hidden states: row i is h_{head_pos_ + i - 1}
   Tensor g_;       // [1, dim] the head's own hidden state when chaining drafts
   Tensor best_;    // [rows_, 1] i32 device argmax (greedy cycle: drafts, then the verify's argmaxes)
+  Tensor oracle_dev_;  // [oracle, 1] i32 --draft-accept's known continuation on the device
   int64_t head_pos_ = 0;            // the head's next row position (rows below are written)
   std::vector<Token> pend_tokens_;  // tokens at positions head_pos_.. not yet run by the head
   std::unique_ptr<DepthPolicy> policy_;

@@ -43,6 +43,8 @@ struct SpecStats {
   double cost_head_catchup = 0.0;
   std::vector<double> cost_table;
   std::vector<double> cycle_estimate;
+  bool cost_table_reused = false;    // the engine's kept table (no measurement by this generator)
+  double cost_measure_seconds = 0.0;  // wall seconds this generator spent measuring it (0 if reused)
 };
 
 }  // namespace df::spec

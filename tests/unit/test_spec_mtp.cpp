@@ -146,6 +146,35 @@ TEST(SpecMtp, OracleDraftsAreAcceptedAndChangeNothing) {
   EXPECT_GT(st.drafted, 20);
 }
 
+// The start-up cost table is measured by an engine's first generator and kept: later
+// generators (new sessions: requests, chat turns, bench rounds) reuse it, a deeper table
+// serves a shallower depth, a deeper depth measures its own; the output stays plain's.
+TEST(SpecMtp, CostTableMeasuredOncePerEngine) {
+  auto e = load(modeltest::make_model("spec_qwen35_mtp", std::string(modeltest::kQwen35Args) + " --mtp-layers 1"));
+  const std::vector<Token> prompt = {5, 9, 14, 2, 77, 31};
+  const auto ref = plain(*e, prompt, greedy(12));
+  EXPECT_FALSE(e->spec_costs(1).has_value());
+  spec::SpecStats a, b, c, d, f;
+  EXPECT_EQ(speculative(*e, prompt, greedy(12), spec_opts(3, false), &a), ref);
+  EXPECT_FALSE(a.cost_table_reused);
+  EXPECT_GT(a.cost_measure_seconds, 0.0);
+  ASSERT_EQ(a.cost_verify.size(), 4u);
+  EXPECT_EQ(speculative(*e, prompt, greedy(12), spec_opts(3, false), &b), ref);
+  EXPECT_TRUE(b.cost_table_reused);
+  EXPECT_EQ(b.cost_measure_seconds, 0.0);
+  EXPECT_EQ(b.cost_verify, a.cost_verify);
+  EXPECT_EQ(b.cost_table, a.cost_table);
+  EXPECT_EQ(speculative(*e, prompt, greedy(12), spec_opts(2, true), &c), ref);
+  EXPECT_TRUE(c.cost_table_reused);
+  EXPECT_EQ(c.cost_verify, std::vector<double>(a.cost_verify.begin(), a.cost_verify.begin() + 3));
+  EXPECT_EQ(speculative(*e, prompt, greedy(12), spec_opts(5, false), &d), ref);
+  EXPECT_FALSE(d.cost_table_reused);
+  EXPECT_EQ(d.cost_verify.size(), 6u);
+  EXPECT_EQ(speculative(*e, prompt, greedy(12), spec_opts(4, false), &f), ref);
+  EXPECT_TRUE(f.cost_table_reused);
+  EXPECT_EQ(f.cost_verify, std::vector<double>(d.cost_verify.begin(), d.cost_verify.begin() + 5));
+}
+
 TEST(SpecMtp, SecondTurnReusesTheSessionAndStaysIdentical) {
   auto e = load(modeltest::default_model());
   const auto ps = prompts(*e, 2, 200);
