@@ -1,0 +1,101 @@
+// Repacked layouts: which formats have one, their sizes, the copy from the file's planar
+// rows (plain byte moves, no ISA), and the dispatch to the ISA kernels (repack.h).
+#include "quant/cpu/repack.h"
+
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "quant/blocks.h"
+#include "quant/formats_kquant.h"
+
+namespace df::cpu {
+
+bool repack_supported(Isa isa, GgmlType t, int64_t n) {
+  if (isa != Isa::AVX512 || static_cast<int>(best_isa()) < static_cast<int>(Isa::AVX512)) return false;
+  if (t == GgmlType::Q4_0) return n > 0 && n % kQK4 == 0;
+  if (t == GgmlType::Q4_K) return n > 0 && n % kQK_K == 0;
+  return false;
+}
+
+int64_t repack_group_rows(GgmlType t) {
+  if (t == GgmlType::Q4_0) return kQ4_0x8Rows;
+  if (t == GgmlType::Q4_K) return kQ4_Kx4Rows;
+  throw Error("no repacked layout for type " + std::string(type_name(t)));
+}
+
+size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows) {
+  const int64_t g = repack_group_rows(t);
+  const size_t gb = t == GgmlType::Q4_0 ? q4_0x8_group_bytes(n / kQK4) : q4_Kx4_group_bytes(n / kQK_K);
+  return gb * static_cast<size_t>((rows + g - 1) / g);
+}
+
+namespace {
+
+void repack_q4_0(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
+  constexpr int64_t G = kQ4_0x8Rows;
+  const int64_t ng = n / kQK4;
+  const size_t gb = q4_0x8_group_bytes(ng);
+  for (int64_t grp = r0 / G; grp * G < r1; ++grp) {
+    uint8_t* out = dst + gb * static_cast<size_t>(grp);
+    std::memset(out, 0, gb);
+    uint8_t* qs = out;                                              // [ng][8][16]
+    uint16_t* d = reinterpret_cast<uint16_t*>(out + ng * 8 * 16);   // [ng][8]
+    for (int64_t r = 0; r < G && grp * G + r < rows; ++r) {
+      const auto* w = reinterpret_cast<const BlockQ4_0*>(src + static_cast<size_t>(grp * G + r) * src_stride);
+      for (int64_t b = 0; b < ng; ++b) {
+        std::memcpy(qs + (b * G + r) * 16, w[b].qs, 16);
+        d[b * G + r] = w[b].d;
+      }
+    }
+  }
+}
+
+void repack_q4_K(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
+  constexpr int64_t G = kQ4_Kx4Rows;
+  const int64_t nb = n / kQK_K;
+  const size_t gb = q4_Kx4_group_bytes(nb);
+  for (int64_t grp = r0 / G; grp * G < r1; ++grp) {
+    uint8_t* out = dst + gb * static_cast<size_t>(grp);
+    std::memset(out, 0, gb);
+    for (int64_t r = 0; r < G && grp * G + r < rows; ++r) {
+      const auto* w = reinterpret_cast<const BlockQ4_K*>(src + static_cast<size_t>(grp * G + r) * src_stride);
+      for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* qs = out + b * 512;
+        for (int p = 0; p < 4; ++p)
+          for (int half = 0; half < 2; ++half)
+            std::memcpy(qs + ((p * 2 + half) * G + r) * 16, w[b].qs + 32 * p + 16 * half, 16);
+        uint8_t* meta = out + nb * 512 + b * kQ4_Kx4Meta;
+        for (int j = 0; j < 8; ++j) quant::scale_min_k4(w[b].scales, j, meta[r * 8 + j], meta[32 + r * 8 + j]);
+        std::memcpy(meta + 64 + 2 * r, &w[b].d, 2);
+        std::memcpy(meta + 72 + 2 * r, &w[b].dmin, 2);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void repack_rows(GgmlType t, int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1,
+                 uint8_t* dst) {
+  const int64_t G = repack_group_rows(t);
+  if (r0 % G != 0 || (r1 % G != 0 && r1 != rows) || r0 < 0 || r1 > rows || r0 > r1)
+    throw Error("repack_rows: rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") do not fall on groups");
+  if (t == GgmlType::Q4_0)
+    repack_q4_0(n, rows, src, src_stride, r0, r1, dst);
+  else
+    repack_q4_K(n, rows, src, src_stride, r0, r1, dst);
+}
+
+void gemm_repacked(Isa isa, GgmlType t, int64_t n, const uint8_t* Wr, int64_t rows, int64_t i0, int64_t i1,
+                   const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
+  if (!repack_supported(isa, t, n)) throw Error("gemm_repacked: no repacked kernel for this type and ISA");
+  if (i0 < 0 || i1 > rows || i0 > i1) throw Error("gemm_repacked: row range outside the matrix");
+  if (i0 == i1 || n_act <= 0) return;
+  if (t == GgmlType::Q4_0)
+    gemm_q4_0x8_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
+  else
+    gemm_q4_Kx4_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
+}
+
+}  // namespace df::cpu
