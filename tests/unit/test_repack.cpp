@@ -1,18 +1,23 @@
-// Load-time repacked layouts (quant/cpu/repack.h, issue 15): the repacked kernel gives every
-// output the bits of the planar decode kernel (vec_dot, gemm_exact, gemm) for any number of
-// activation rows, any row range (tiles cut at both ends) and odd block counts; the CPU
-// backend gives the same matmul bits with --cpu-repack on and off, and a view of other rows
-// of a repacked weight multiplies its planar rows.
+// Load-time repacked layouts (quant/cpu/repack.h, issue 15): for any number of activation
+// rows, any row range (tiles cut at both ends) and odd block counts, every output of the
+// repacked kernel has the bits of its format's one order: Q4_K the planar decode kernel's
+// (vec_dot, gemm_exact), Q4_0 llama.cpp's repacked order (a scalar reference below). The CPU
+// backend: Q4_K gives the same matmul bits with --cpu-repack on and off, Q4_0 the reference's
+// (close to off's); a row's bits do not depend on how many rows the call has; a view of
+// other rows of a repacked weight multiplies its planar rows.
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
 #include "kernel_test_util.h"
+#include "quant/blocks.h"
 #include "quant/cpu/repack.h"
+#include "quant/types.h"
 
 namespace {
 
@@ -38,6 +43,24 @@ std::vector<uint8_t> act_rows(Isa isa, GgmlType t, int64_t n_act, int64_t k, uin
   return a;
 }
 
+// Q4_0 in llama.cpp's repacked order: per block the exact integer sum, then
+// acc = fma(fp16(d_w) * fp16(d_a), float(isum), acc); one chain, no horizontal sum.
+float q4_0_repacked_order(int64_t k, const uint8_t* w_row, const uint8_t* act_row) {
+  const auto* w = reinterpret_cast<const df::BlockQ4_0*>(w_row);
+  const auto* a = reinterpret_cast<const df::BlockQ8_0*>(act_row);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    int32_t isum = 0;
+    for (int i = 0; i < 16; ++i) {
+      isum += ((w[b].qs[i] & 15) - 8) * a[b].qs[i];
+      isum += ((w[b].qs[i] >> 4) - 8) * a[b].qs[i + 16];
+    }
+    const float s = df::fp16_to_fp32(w[b].d) * df::fp16_to_fp32(a[b].d);
+    acc = std::fma(s, static_cast<float>(isum), acc);
+  }
+  return acc;
+}
+
 struct Case {
   GgmlType type;
   std::vector<int64_t> ks;  // row lengths: odd block counts included
@@ -50,7 +73,7 @@ TEST(Repack, RepackedEqualsPlanarBits) {
   uint32_t seed = 11;
   for (const Case& cs : {Case{GgmlType::Q4_0, {512, 544, 1056}}, Case{GgmlType::Q4_K, {256, 768, 1280}}})
     for (int64_t k : cs.ks)
-    for (int64_t m : {8, 13, 40}) {
+    for (int64_t m : {8, 13, 40, 50}) {
       const GgmlType t = cs.type;
       ASSERT_TRUE(df::cpu::repack_supported(isa, t, k));
       const auto W = weight_rows(t, m, k, seed++);
@@ -60,14 +83,15 @@ TEST(Repack, RepackedEqualsPlanarBits) {
       // written in two calls, as the backend's pool does
       const int64_t mid = m > G ? G : m;
       df::cpu::repack_rows(t, k, m, W.data(), ws, 0, mid, Wr.data());
-      df::cpu::repack_rows(t, k, m, W.data(), ws, mid, m, Wr.data());
+      if (mid < m) df::cpu::repack_rows(t, k, m, W.data(), ws, mid, m, Wr.data());
       for (int64_t n_act : {1, 2, 3, 4, 5, 7, 9, 17}) {
         const auto A = act_rows(isa, t, n_act, k, seed++);
         const size_t as = df::cpu::act_row_bytes(t, k);
         std::vector<float> want(static_cast<size_t>(n_act * m)), exact(want.size()), got(want.size());
         for (int64_t r = 0; r < n_act; ++r)
           for (int64_t i = 0; i < m; ++i)
-            want[r * m + i] = K.vec_dot(t, k, W.data() + i * ws, A.data() + r * as);
+            want[r * m + i] = t == GgmlType::Q4_0 ? q4_0_repacked_order(k, W.data() + i * ws, A.data() + r * as)
+                                                  : K.vec_dot(t, k, W.data() + i * ws, A.data() + r * as);
         K.gemm_exact(t, k, W.data(), ws, 0, m, A.data(), as, n_act, exact.data(), m);
         for (auto [i0, i1] : {std::pair<int64_t, int64_t>{0, m}, {3, m - 2}, {m - 1, m}}) {
           std::fill(got.begin(), got.end(), -1.0f);
@@ -82,7 +106,9 @@ TEST(Repack, RepackedEqualsPlanarBits) {
               ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(want[j]))
                   << df::type_name(t) << " k " << k << " m " << m << " n_act " << n_act << " [" << i0 << ", " << i1 << ") out (" << r
                   << ", " << i << "): " << got[j] << " vs vec_dot " << want[j];
-              ASSERT_EQ(std::bit_cast<uint32_t>(exact[j]), std::bit_cast<uint32_t>(want[j]));
+              if (t == GgmlType::Q4_K) {
+                ASSERT_EQ(std::bit_cast<uint32_t>(exact[j]), std::bit_cast<uint32_t>(want[j]));
+              }
             }
         }
       }
@@ -99,42 +125,70 @@ TEST(Repack, UnsupportedIsAnError) {
   EXPECT_THROW(df::cpu::gemm_repacked(Isa::AVX2, GgmlType::Q4_0, 32, w, 1, 0, 1, a, 34, 1, &y, 1), df::Error);
 }
 
-// The backend end to end: matmul with repack on equals repack off bit for bit, for decode,
-// verify and prefill row counts (over the 64-row activation blocks), several threads, a row
-// count that is no multiple of 8 or 16, and a view of some rows of the repacked weight.
-TEST(Repack, BackendOnEqualsOff) {
+// The backend end to end, for decode, verify and prefill row counts (over the 64-row
+// activation blocks), two threads, a row count that is no multiple of 8 or 16: Q4_K with
+// repack on equals off bit for bit; Q4_0 on equals the repacked-order reference and is close
+// to off; with repack on, every row of an n-row call has the bits of that row multiplied
+// alone; a view of some rows of a repacked weight multiplies the planar rows (off's bits).
+TEST(Repack, BackendOnAndOff) {
   if (!df::cpu::repack_supported(df::cpu::best_isa(), GgmlType::Q4_0, 512)) GTEST_SKIP() << "no AVX-512";
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K}) {
-  const int64_t k = 512, m = 100;
-  const auto W = weight_rows(t, m, k, 5);
-  df::cpu::CpuOptions on, off;
-  on.threads = off.threads = 2;
-  off.repack = false;
-  df::cpu::CpuBackend bon(on), boff(off);
-  const df::Tensor won = bon.weight(t, k, m, W.data()), woff = boff.weight(t, k, m, W.data());
-  EXPECT_GT(bon.repacked_bytes(), 0u);
-  EXPECT_EQ(boff.repacked_bytes(), 0u);
-  std::mt19937 rng(3);
-  for (int64_t n : {1, 3, 8, 70}) {
-    for (bool exact : {false, true}) {
-      bon.set_row_exact(exact);
-      boff.set_row_exact(exact);
-      auto x = df::test::gaussian(rng, static_cast<size_t>(n * k));
-      auto run = [&](df::cpu::CpuBackend& b, const df::Tensor& Wt) {
-        auto xb = b.alloc(x.size() * 4), yb = b.alloc(static_cast<size_t>(n * Wt.rows) * 4);
-        df::Tensor xt{xb->data(), GgmlType::F32, k, n, static_cast<size_t>(k) * 4};
-        df::Tensor yt{yb->data(), GgmlType::F32, Wt.rows, n, static_cast<size_t>(Wt.rows) * 4};
-        b.upload(xt, x.data(), x.size() * 4);
-        b.matmul(Wt, xt, yt);
-        std::vector<uint32_t> y(static_cast<size_t>(n * Wt.rows));
-        b.download(yt, y.data(), y.size() * 4);
-        return y;
-      };
-      EXPECT_EQ(run(bon, won), run(boff, woff)) << "n " << n << " exact " << exact;
-      const df::Tensor view_on = won.slice_rows(0, 40), view_off = woff.slice_rows(0, 40);
-      EXPECT_EQ(run(bon, view_on), run(boff, view_off)) << "view, n " << n;
+    const int64_t k = 512, m = 100;
+    const auto W = weight_rows(t, m, k, 5);
+    df::cpu::CpuOptions on, off;
+    on.threads = off.threads = 2;
+    off.repack = false;
+    df::cpu::CpuBackend bon(on), boff(off);
+    const df::Tensor won = bon.weight(t, k, m, W.data()), woff = boff.weight(t, k, m, W.data());
+    EXPECT_GT(bon.repacked_bytes(), 0u);
+    EXPECT_EQ(boff.repacked_bytes(), 0u);
+    std::mt19937 rng(3);
+    for (int64_t n : {1, 3, 8, 70}) {
+      for (bool exact : {false, true}) {
+        bon.set_row_exact(exact);
+        boff.set_row_exact(exact);
+        const auto x = df::test::gaussian(rng, static_cast<size_t>(n * k));
+        // y[r * rows + i] of W (or a view) times rows [r0, r0 + nr) of x
+        auto run = [&](df::cpu::CpuBackend& b, const df::Tensor& Wt, int64_t r0, int64_t nr) {
+          auto xb = b.alloc(static_cast<size_t>(nr * k) * 4), yb = b.alloc(static_cast<size_t>(nr * Wt.rows) * 4);
+          df::Tensor xt{xb->data(), GgmlType::F32, k, nr, static_cast<size_t>(k) * 4};
+          df::Tensor yt{yb->data(), GgmlType::F32, Wt.rows, nr, static_cast<size_t>(Wt.rows) * 4};
+          b.upload(xt, x.data() + r0 * k, static_cast<size_t>(nr * k) * 4);
+          b.matmul(Wt, xt, yt);
+          std::vector<float> y(static_cast<size_t>(nr * Wt.rows));
+          b.download(yt, y.data(), y.size() * 4);
+          return y;
+        };
+        auto bits = [](const std::vector<float>& v) {
+          std::vector<uint32_t> u(v.size());
+          for (size_t i = 0; i < v.size(); ++i) u[i] = std::bit_cast<uint32_t>(v[i]);
+          return u;
+        };
+        const auto yon = run(bon, won, 0, n), yoff = run(boff, woff, 0, n);
+        if (t == GgmlType::Q4_K) {
+          EXPECT_EQ(bits(yon), bits(yoff)) << "n " << n << " exact " << exact;
+        } else {
+          EXPECT_LT(df::test::normalised_error(yoff, yon), 1e-10) << "n " << n;
+          const size_t as = df::cpu::act_row_bytes(t, k);
+          std::vector<uint8_t> a(as);
+          const size_t ws = df::row_bytes(t, k);
+          for (int64_t r = 0; r < n; ++r) {
+            df::cpu::kernels(df::cpu::best_isa()).quantize_act(t, x.data() + r * k, a.data(), k);
+            for (int64_t i = 0; i < m; ++i)
+              ASSERT_EQ(std::bit_cast<uint32_t>(yon[r * m + i]),
+                        std::bit_cast<uint32_t>(q4_0_repacked_order(k, W.data() + i * ws, a.data())))
+                  << "n " << n << " out (" << r << ", " << i << ")";
+          }
+        }
+        for (int64_t r = 0; r < n; r += 3) {  // row-count independence
+          const auto alone = run(bon, won, r, 1);
+          EXPECT_EQ(bits(alone), bits(std::vector<float>(yon.begin() + r * m, yon.begin() + (r + 1) * m)))
+              << df::type_name(t) << " n " << n << " row " << r;
+        }
+        const df::Tensor view_on = won.slice_rows(0, 40), view_off = woff.slice_rows(0, 40);
+        EXPECT_EQ(bits(run(bon, view_on, 0, n)), bits(run(boff, view_off, 0, n))) << "view, n " << n;
+      }
     }
-  }
   }
 }
 

@@ -19,33 +19,32 @@ bool repack_supported(Isa isa, GgmlType t, int64_t n) {
 }
 
 int64_t repack_group_rows(GgmlType t) {
-  if (t == GgmlType::Q4_0) return kQ4_0x8Rows;
+  if (t == GgmlType::Q4_0) return kQ4_0x16Rows;
   if (t == GgmlType::Q4_K) return kQ4_Kx4Rows;
   throw Error("no repacked layout for type " + std::string(type_name(t)));
 }
 
 size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows) {
   const int64_t g = repack_group_rows(t);
-  const size_t gb = t == GgmlType::Q4_0 ? q4_0x8_group_bytes(n / kQK4) : q4_Kx4_group_bytes(n / kQK_K);
+  const size_t gb = t == GgmlType::Q4_0 ? q4_0x16_group_bytes(n / kQK4) : q4_Kx4_group_bytes(n / kQK_K);
   return gb * static_cast<size_t>((rows + g - 1) / g);
 }
 
 namespace {
 
 void repack_q4_0(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
-  constexpr int64_t G = kQ4_0x8Rows;
+  constexpr int64_t G = kQ4_0x16Rows;
   const int64_t ng = n / kQK4;
-  const size_t gb = q4_0x8_group_bytes(ng);
+  const size_t gb = q4_0x16_group_bytes(ng);
   for (int64_t grp = r0 / G; grp * G < r1; ++grp) {
     uint8_t* out = dst + gb * static_cast<size_t>(grp);
     std::memset(out, 0, gb);
-    uint8_t* qs = out;                                              // [ng][8][16]
-    uint16_t* d = reinterpret_cast<uint16_t*>(out + ng * 8 * 16);   // [ng][8]
     for (int64_t r = 0; r < G && grp * G + r < rows; ++r) {
       const auto* w = reinterpret_cast<const BlockQ4_0*>(src + static_cast<size_t>(grp * G + r) * src_stride);
       for (int64_t b = 0; b < ng; ++b) {
-        std::memcpy(qs + (b * G + r) * 16, w[b].qs, 16);
-        d[b * G + r] = w[b].d;
+        const BlockOffsets o = block_offsets(b, ng, kQ4_0x16Q, kQ4_0x16Meta);
+        for (int j = 0; j < 4; ++j) std::memcpy(out + o.q + 64 * j + 4 * r, w[b].qs + 4 * j, 4);
+        std::memcpy(out + o.m + r * 2, &w[b].d, 2);
       }
     }
   }
@@ -61,11 +60,12 @@ void repack_q4_K(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride,
     for (int64_t r = 0; r < G && grp * G + r < rows; ++r) {
       const auto* w = reinterpret_cast<const BlockQ4_K*>(src + static_cast<size_t>(grp * G + r) * src_stride);
       for (int64_t b = 0; b < nb; ++b) {
-        uint8_t* qs = out + b * 512;
+        const BlockOffsets o = block_offsets(b, nb, kQ4_Kx4Q, kQ4_Kx4Meta);
+        uint8_t* qs = out + o.q;
         for (int p = 0; p < 4; ++p)
           for (int half = 0; half < 2; ++half)
             std::memcpy(qs + ((p * 2 + half) * G + r) * 16, w[b].qs + 32 * p + 16 * half, 16);
-        uint8_t* meta = out + nb * 512 + b * kQ4_Kx4Meta;
+        uint8_t* meta = out + o.m;
         for (int j = 0; j < 8; ++j) quant::scale_min_k4(w[b].scales, j, meta[r * 8 + j], meta[32 + r * 8 + j]);
         std::memcpy(meta + 64 + 2 * r, &w[b].d, 2);
         std::memcpy(meta + 72 + 2 * r, &w[b].dmin, 2);
@@ -93,7 +93,7 @@ void gemm_repacked(Isa isa, GgmlType t, int64_t n, const uint8_t* Wr, int64_t ro
   if (i0 < 0 || i1 > rows || i0 > i1) throw Error("gemm_repacked: row range outside the matrix");
   if (i0 == i1 || n_act <= 0) return;
   if (t == GgmlType::Q4_0)
-    gemm_q4_0x8_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
+    gemm_q4_0x16_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
   else
     gemm_q4_Kx4_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
 }

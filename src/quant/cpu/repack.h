@@ -4,21 +4,28 @@
 // (tiles of rows x tokens) alike. The CPU backend keeps the file's planar rows for every other
 // use (get_rows, views) and multiplies through the repacked copy (flag --cpu-repack).
 //
-// Numerics: the repacked kernels keep the planar decode kernel's f32 order for every output
-// (per 32-element block: exact int32 lane sums, acc = fma(scale_w * scale_a, float(isum), acc)
-// on 8 lanes, then ggml's hsum_float_8), so every output has the bits of
-// kernels(isa).gemm_exact / vec_dot, whatever the tile, the number of activation rows or the
-// row range: repacking changes no result (tests/unit/test_repack.cpp).
+// Numerics: every output has one f32 summation order whatever the tile, the number of
+// activation rows (decode, verify, prefill) or the row range (tests/unit/test_repack.cpp):
+//   Q4_K: the planar decode kernel's (per super-block exact int32 lane sums, fma on 8 lanes,
+//         then ggml's hsum_float_8): the bits of kernels(isa).vec_dot / gemm_exact, unchanged.
+//   Q4_0: llama.cpp's repacked (Q4_0_8x8) order on AVX2 / AVX-512: per 32-element block the
+//         exact integer sum of the block, acc = fma(fp16(d_w) * fp16(d_a), float(isum), acc),
+//         one f32 chain per output, no horizontal sum. Other bits than the planar vec_dot
+//         (ggml's 8-lane order): the CPU model tests' llama.cpp budgets hold either way.
 //
 // Layouts:
-//   Q4_0 x8 (AVX-512): rows in groups of 8 (the last group padded with zero rows); per group,
-//     qs[block][row][16] (the 16 nibble bytes of each of the 8 rows' block, 128 bytes a block),
-//     then d[block][row] (fp16 scales), the group padded to 64 bytes.
-//   Q4_K x4 (AVX-512): rows in groups of 4 (padded with zero rows); per group, qs
-//     [super-block][p 0..3][half 0..1][row][16] (row bytes 32p + 16 half .. +15: the low
-//     nibbles are group 2p's elements 16 half .. +15, the high nibbles group 2p+1's), then
-//     per super-block 80 bytes: sc[row][8], m[row][8] (the decoded 6-bit scales and mins),
-//     d[row], dmin[row] (fp16); the group padded to 64 bytes.
+// A group of rows holds its blocks in runs of 4: the run's quants, then the run's scales
+// (block_offsets), so that a group is one stream of memory (quants and scales in two regions
+// of the group measured ~1.4x slower than the planar rows from DRAM); groups padded to 64 bytes
+// (the kernels load unaligned: any buffer works; 64-byte aligned is faster).
+//   Q4_0 x16 (AVX-512): rows in groups of 16 (the last group padded with zero rows); a block's
+//     quants qs[j 0..3][row][4] (nibble bytes 4j .. 4j+3 of each of the 16 rows, 256 bytes),
+//     its scales d[row] (fp16, 32 bytes).
+//   Q4_K x4 (AVX-512): rows in groups of 4 (padded with zero rows); a super-block's quants
+//     qs[p 0..3][half 0..1][row][16] (row bytes 32p + 16 half .. +15: the low nibbles are
+//     group 2p's elements 16 half .. +15, the high nibbles group 2p+1's; 512 bytes), its
+//     scales (80 bytes): sc[row][8], m[row][8] (the decoded 6-bit scales and mins), d[row],
+//     dmin[row] (fp16).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -39,21 +46,29 @@ int64_t repack_group_rows(GgmlType t);
 void repack_rows(GgmlType t, int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1,
                  uint8_t* dst);
 // Kernels::gemm's contract over a repacked matrix of `rows` rows (any 0 <= i0 < i1 <= rows):
-// Y[r * ldy + i] = dot(W row i, act row r). Every output has the bits of the planar
-// kernels(isa).gemm_exact, so this one kernel serves decode, verify and prefill.
+// Y[r * ldy + i] = dot(W row i, act row r), act rows in vec_dot_type(t) as for the planar
+// kernels. One order per output (above), so this one kernel serves decode, verify and prefill.
 void gemm_repacked(Isa isa, GgmlType t, int64_t n, const uint8_t* Wr, int64_t rows, int64_t i0, int64_t i1,
                    const uint8_t* act, size_t act_stride, int64_t n_act, float* Y, int64_t ldy);
 
 // Internal: the layouts (repack.cpp) and their kernels (repack_avx512.cpp,
 // repack_kquant_avx512.cpp).
-inline constexpr int64_t kQ4_0x8Rows = 8;
-// Bytes of one group of 8 rows of ng blocks: qs [ng][8][16], d [ng][8], padded to 64.
-constexpr size_t q4_0x8_group_bytes(int64_t ng) { return (static_cast<size_t>(ng) * 144 + 63) / 64 * 64; }
-inline constexpr int64_t kQ4_Kx4Rows = 4, kQ4_Kx4Meta = 80;
+// Offsets in a group of block b's quants (q bytes a block) and scales (m bytes), of nb blocks.
+struct BlockOffsets {
+  size_t q, m;
+};
+constexpr BlockOffsets block_offsets(int64_t b, int64_t nb, int64_t q, int64_t m) {
+  const int64_t run = b / 4 * 4, in_run = nb - run < 4 ? nb - run : 4;
+  const size_t base = static_cast<size_t>(run * (q + m));
+  return {base + static_cast<size_t>((b - run) * q), base + static_cast<size_t>(in_run * q + (b - run) * m)};
+}
+inline constexpr int64_t kQ4_0x16Rows = 16, kQ4_0x16Q = 256, kQ4_0x16Meta = 32;
+constexpr size_t q4_0x16_group_bytes(int64_t ng) { return (static_cast<size_t>(ng) * 288 + 63) / 64 * 64; }
+inline constexpr int64_t kQ4_Kx4Rows = 4, kQ4_Kx4Q = 512, kQ4_Kx4Meta = 80;
 constexpr size_t q4_Kx4_group_bytes(int64_t nb) { return (static_cast<size_t>(nb) * (512 + kQ4_Kx4Meta) + 63) / 64 * 64; }
 void gemm_q4_Kx4_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
                         int64_t n_act, float* Y, int64_t ldy);
-void gemm_q4_0x8_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
-                        int64_t n_act, float* Y, int64_t ldy);
+void gemm_q4_0x16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
+                         int64_t n_act, float* Y, int64_t ldy);
 
 }  // namespace df::cpu

@@ -26,7 +26,8 @@
 namespace df::cpu {
 namespace {
 
-constexpr int kCols = 4;  // tokens per tile
+constexpr int kCols = 4;              // tokens per tile
+constexpr int64_t kPrefetch = 2048;   // bytes ahead of the decode stream
 
 struct Q8s {  // a token's block: bsum pairs of the 8 sub-blocks (int16)
   __m128i v;
@@ -58,15 +59,17 @@ template <int C>
 void tile(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* a, const Q8s* q8s, const float* ad,
           float* out) {
   constexpr int U = C == 1 ? 2 : 1;  // integer chains per output (exact: any number)
-  const uint8_t* meta = grp + nb * 512;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i idx4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   __m512 acc_lo[C], acc_hi[C], acc_m[C];
 #pragma GCC unroll 4
   for (int c = 0; c < C; ++c) acc_lo[c] = acc_hi[c] = acc_m[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* qs = grp + b * 512;
-    const uint8_t* mb = meta + b * kQ4_Kx4Meta;
+    const BlockOffsets o = block_offsets(b, nb, kQ4_Kx4Q, kQ4_Kx4Meta);
+    const uint8_t* qs = grp + o.q;
+    const uint8_t* mb = grp + o.m;
+    if constexpr (C == 1)
+      for (int l = 0; l < 9; ++l) _mm_prefetch(reinterpret_cast<const char*>(qs + kPrefetch + 64 * l), _MM_HINT_T0);
     const __m512i sc16 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mb)));
     const __m512i mn16 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mb + 32)));
     const __m512 dw = _mm512_permutexvar_ps(
@@ -79,7 +82,7 @@ void tile(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* a, const Q8s* 
       for (int k = 0; k < U; ++k) lo[k][c] = hi[k][c] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      const __m512i A = _mm512_load_si512(qs + p * 128), B = _mm512_load_si512(qs + p * 128 + 64);
+      const __m512i A = _mm512_loadu_si512(qs + p * 128), B = _mm512_loadu_si512(qs + p * 128 + 64);
       const __m512i ule = _mm512_and_si512(A, m4), ulo = _mm512_and_si512(_mm512_srli_epi16(A, 4), m4);
       const __m512i uhe = _mm512_and_si512(B, m4), uho = _mm512_and_si512(_mm512_srli_epi16(B, 4), m4);
       const __m512i se = lane_word(sc16, 2 * p), so = lane_word(sc16, 2 * p + 1);
