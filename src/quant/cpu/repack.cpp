@@ -20,13 +20,13 @@ bool repack_supported(Isa isa, GgmlType t, int64_t n) {
 
 int64_t repack_group_rows(GgmlType t) {
   if (t == GgmlType::Q4_0) return kQ4_0x16Rows;
-  if (t == GgmlType::Q4_K) return kQ4_Kx4Rows;
+  if (t == GgmlType::Q4_K) return kQ4_Kx16Rows;
   throw Error("no repacked layout for type " + std::string(type_name(t)));
 }
 
 size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows) {
   const int64_t g = repack_group_rows(t);
-  const size_t gb = t == GgmlType::Q4_0 ? q4_0x16_group_bytes(n / kQK4) : q4_Kx4_group_bytes(n / kQK_K);
+  const size_t gb = t == GgmlType::Q4_0 ? q4_0x16_group_bytes(n / kQK4) : q4_Kx16_group_bytes(n / kQK_K);
   return gb * static_cast<size_t>((rows + g - 1) / g);
 }
 
@@ -51,24 +51,27 @@ void repack_q4_0(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride,
 }
 
 void repack_q4_K(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
-  constexpr int64_t G = kQ4_Kx4Rows;
+  constexpr int64_t G = kQ4_Kx16Rows;
   const int64_t nb = n / kQK_K;
-  const size_t gb = q4_Kx4_group_bytes(nb);
+  const size_t gb = q4_Kx16_group_bytes(nb);
   for (int64_t grp = r0 / G; grp * G < r1; ++grp) {
     uint8_t* out = dst + gb * static_cast<size_t>(grp);
     std::memset(out, 0, gb);
     for (int64_t r = 0; r < G && grp * G + r < rows; ++r) {
       const auto* w = reinterpret_cast<const BlockQ4_K*>(src + static_cast<size_t>(grp * G + r) * src_stride);
       for (int64_t b = 0; b < nb; ++b) {
-        const BlockOffsets o = block_offsets(b, nb, kQ4_Kx4Q, kQ4_Kx4Meta);
-        uint8_t* qs = out + o.q;
+        const BlockOffsets o = block_offsets(b, nb, kQ4_Kx16Q, kQ4_Kx16Meta);
         for (int p = 0; p < 4; ++p)
-          for (int half = 0; half < 2; ++half)
-            std::memcpy(qs + ((p * 2 + half) * G + r) * 16, w[b].qs + 32 * p + 16 * half, 16);
+          for (int j = 0; j < 8; ++j) std::memcpy(out + o.q + (p * 8 + j) * 64 + 4 * r, w[b].qs + 32 * p + 4 * j, 4);
         uint8_t* meta = out + o.m;
-        for (int j = 0; j < 8; ++j) quant::scale_min_k4(w[b].scales, j, meta[r * 8 + j], meta[32 + r * 8 + j]);
-        std::memcpy(meta + 64 + 2 * r, &w[b].d, 2);
-        std::memcpy(meta + 72 + 2 * r, &w[b].dmin, 2);
+        for (int v = 0; v < 8; ++v) {
+          uint8_t sc, m;
+          quant::scale_min_k4(w[b].scales, v, sc, m);
+          meta[16 * v + r] = sc;
+          meta[128 + 32 * (v / 2) + 2 * r + v % 2] = m;
+        }
+        std::memcpy(meta + 256 + 2 * r, &w[b].d, 2);
+        std::memcpy(meta + 288 + 2 * r, &w[b].dmin, 2);
       }
     }
   }
@@ -95,7 +98,7 @@ void gemm_repacked(Isa isa, GgmlType t, int64_t n, const uint8_t* Wr, int64_t ro
   if (t == GgmlType::Q4_0)
     gemm_q4_0x16_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
   else
-    gemm_q4_Kx4_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
+    gemm_q4_Kx16_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
 }
 
 }  // namespace df::cpu

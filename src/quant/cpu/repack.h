@@ -6,12 +6,15 @@
 //
 // Numerics: every output has one f32 summation order whatever the tile, the number of
 // activation rows (decode, verify, prefill) or the row range (tests/unit/test_repack.cpp):
-//   Q4_K: the planar decode kernel's (per super-block exact int32 lane sums, fma on 8 lanes,
-//         then ggml's hsum_float_8): the bits of kernels(isa).vec_dot / gemm_exact, unchanged.
 //   Q4_0: llama.cpp's repacked (Q4_0_8x8) order on AVX2 / AVX-512: per 32-element block the
 //         exact integer sum of the block, acc = fma(fp16(d_w) * fp16(d_a), float(isum), acc),
-//         one f32 chain per output, no horizontal sum. Other bits than the planar vec_dot
-//         (ggml's 8-lane order): the CPU model tests' llama.cpp budgets hold either way.
+//         one f32 chain per output, no horizontal sum.
+//   Q4_K: per super-block the exact integer sums isum = sum_v sc_v * (sub-block v's products)
+//         and msum = sum_v m_v * (sub-block v's activation sum), then
+//         acc = fma(fp16(d_w) * d_a, float(isum), acc), accm = fma(fp16(dmin_w) * d_a,
+//         float(msum), accm); the output is acc - accm.
+//   Both are other bits than the planar vec_dot (ggml's 8-lane order, bit exact with
+//   llama.cpp's vec_dot): the CPU model tests against llama.cpp hold them to the same budgets.
 //
 // Layouts:
 // A group of rows holds its blocks in runs of 4: the run's quants, then the run's scales
@@ -21,11 +24,11 @@
 //   Q4_0 x16 (AVX-512): rows in groups of 16 (the last group padded with zero rows); a block's
 //     quants qs[j 0..3][row][4] (nibble bytes 4j .. 4j+3 of each of the 16 rows, 256 bytes),
 //     its scales d[row] (fp16, 32 bytes).
-//   Q4_K x4 (AVX-512): rows in groups of 4 (padded with zero rows); a super-block's quants
-//     qs[p 0..3][half 0..1][row][16] (row bytes 32p + 16 half .. +15: the low nibbles are
-//     group 2p's elements 16 half .. +15, the high nibbles group 2p+1's; 512 bytes), its
-//     scales (80 bytes): sc[row][8], m[row][8] (the decoded 6-bit scales and mins), d[row],
-//     dmin[row] (fp16).
+//   Q4_K x16 (AVX-512): rows in groups of 16 (padded with zero rows); a super-block's quants
+//     qs[p 0..3][j 0..7][row][4] (row bytes 32p + 4j .. +3: the low nibbles are sub-block
+//     2p's elements 4j .. 4j+3, the high nibbles sub-block 2p+1's; 2048 bytes), its scales
+//     (320 bytes): sc[v 0..7][row] and m[j 0..3][row][2] (m_2j, m_2j+1) (the decoded 6-bit
+//     scales and mins), d[row], dmin[row] (fp16).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -64,10 +67,12 @@ constexpr BlockOffsets block_offsets(int64_t b, int64_t nb, int64_t q, int64_t m
 }
 inline constexpr int64_t kQ4_0x16Rows = 16, kQ4_0x16Q = 256, kQ4_0x16Meta = 32;
 constexpr size_t q4_0x16_group_bytes(int64_t ng) { return (static_cast<size_t>(ng) * 288 + 63) / 64 * 64; }
-inline constexpr int64_t kQ4_Kx4Rows = 4, kQ4_Kx4Q = 512, kQ4_Kx4Meta = 80;
-constexpr size_t q4_Kx4_group_bytes(int64_t nb) { return (static_cast<size_t>(nb) * (512 + kQ4_Kx4Meta) + 63) / 64 * 64; }
-void gemm_q4_Kx4_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
-                        int64_t n_act, float* Y, int64_t ldy);
+inline constexpr int64_t kQ4_Kx16Rows = 16, kQ4_Kx16Q = 2048, kQ4_Kx16Meta = 320;
+constexpr size_t q4_Kx16_group_bytes(int64_t nb) {
+  return (static_cast<size_t>(nb) * (kQ4_Kx16Q + kQ4_Kx16Meta) + 63) / 64 * 64;
+}
+void gemm_q4_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
+                         int64_t n_act, float* Y, int64_t ldy);
 void gemm_q4_0x16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
                          int64_t n_act, float* Y, int64_t ldy);
 

@@ -29,7 +29,9 @@ namespace df::cpu {
 namespace {
 
 constexpr int kCols = 8;              // tokens per tile
-constexpr int64_t kPrefetch = 2048;   // bytes ahead of the decode stream (measured: 1.6x from DRAM)
+// Decode prefetch, bytes ahead of the stream: into L1 and, further, into L2 (1.4-1.8x from
+// DRAM vs none; 3072 / 12288 the best of the distances tried).
+constexpr int64_t kPrefetchL1 = 3072, kPrefetchL2 = 12288;
 
 struct AB {      // one token's block
   int32_t nc;    // -8 * sum of its quants
@@ -63,7 +65,10 @@ void tile(int64_t ng, const uint8_t* grp, const BlockQ8_0* const* a, const AB* a
     const BlockOffsets o = block_offsets(g, ng, kQ4_0x16Q, kQ4_0x16Meta);
     const uint8_t* qs = grp + o.q;
     if constexpr (C == 1)
-      for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(qs + kPrefetch + 64 * l), _MM_HINT_T0);
+      for (int l = 0; l < 4; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(qs + kPrefetchL1 + 64 * l), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(qs + kPrefetchL2 + 64 * l), _MM_HINT_T1);
+      }
     __m512i lo[4], hi[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
