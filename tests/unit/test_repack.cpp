@@ -88,8 +88,29 @@ float q4_K_repacked_order(int64_t k, const uint8_t* w_row, const uint8_t* act_ro
   return acc - accm;
 }
 
+// Q6_K in the repacked order: per super-block the exact integer sum of sc * (q - 32) * a, one
+// f32 chain.
+float q6_K_repacked_order(int64_t k, const uint8_t* w_row, const uint8_t* act_row) {
+  const auto* w = reinterpret_cast<const df::BlockQ6_K*>(w_row);
+  const auto* a = reinterpret_cast<const df::BlockQ8_K*>(act_row);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < k / 256; ++b) {
+    int32_t isum = 0;
+    for (int e = 0; e < 256; ++e) {
+      const int v = e / 32, i = e % 32, c = v / 4, j = v % 4;
+      const uint8_t l = w[b].ql[64 * c + 32 * (j % 2) + i];
+      const int q = ((j < 2 ? l & 15 : l >> 4) | ((w[b].qh[32 * c + i] >> (2 * j)) & 3) << 4) - 32;
+      isum += w[b].scales[e / 16] * q * a[b].qs[e];
+    }
+    acc = std::fma(df::fp16_to_fp32(w[b].d) * a[b].d, static_cast<float>(isum), acc);
+  }
+  return acc;
+}
+
 float repacked_order(GgmlType t, int64_t k, const uint8_t* w_row, const uint8_t* act_row) {
-  return t == GgmlType::Q4_0 ? q4_0_repacked_order(k, w_row, act_row) : q4_K_repacked_order(k, w_row, act_row);
+  if (t == GgmlType::Q4_0) return q4_0_repacked_order(k, w_row, act_row);
+  if (t == GgmlType::Q4_K) return q4_K_repacked_order(k, w_row, act_row);
+  return q6_K_repacked_order(k, w_row, act_row);
 }
 
 struct Case {
@@ -102,7 +123,8 @@ TEST(Repack, RepackedKernelHasItsOrderForEveryTile) {
   if (!df::cpu::repack_supported(isa, GgmlType::Q4_0, 512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   const auto& K = df::cpu::kernels(isa);  // the planar kernels
   uint32_t seed = 11;
-  for (const Case& cs : {Case{GgmlType::Q4_0, {512, 544, 1056}}, Case{GgmlType::Q4_K, {256, 768, 1280}}})
+  for (const Case& cs : {Case{GgmlType::Q4_0, {512, 544, 1056}}, Case{GgmlType::Q4_K, {256, 768, 1280}},
+                         Case{GgmlType::Q6_K, {256, 768, 1280}}})
     for (int64_t k : cs.ks)
     for (int64_t m : {8, 13, 40, 50}) {
       const GgmlType t = cs.type;
@@ -148,6 +170,7 @@ TEST(Repack, UnsupportedIsAnError) {
   EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX2, GgmlType::Q4_0, 512));
   EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX512, GgmlType::Q8_0, 512));
   EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX512, GgmlType::Q4_K, 544));
+  EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX512, GgmlType::Q5_K, 512));
   EXPECT_THROW(df::cpu::repack_group_rows(GgmlType::Q8_0), df::Error);
   float y = 0;
   uint8_t w[64] = {}, a[64] = {};
@@ -160,7 +183,7 @@ TEST(Repack, UnsupportedIsAnError) {
 // alone; a view of some rows of a repacked weight multiplies the planar rows (off's bits).
 TEST(Repack, BackendOnAndOff) {
   if (!df::cpu::repack_supported(df::cpu::best_isa(), GgmlType::Q4_0, 512)) GTEST_SKIP() << "no AVX-512";
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const int64_t k = 512, m = 100;
     const auto W = weight_rows(t, m, k, 5);
     df::cpu::CpuOptions on, off;

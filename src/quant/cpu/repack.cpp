@@ -14,19 +14,21 @@ namespace df::cpu {
 bool repack_supported(Isa isa, GgmlType t, int64_t n) {
   if (isa != Isa::AVX512 || static_cast<int>(best_isa()) < static_cast<int>(Isa::AVX512)) return false;
   if (t == GgmlType::Q4_0) return n > 0 && n % kQK4 == 0;
-  if (t == GgmlType::Q4_K) return n > 0 && n % kQK_K == 0;
+  if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) return n > 0 && n % kQK_K == 0;
   return false;
 }
 
 int64_t repack_group_rows(GgmlType t) {
   if (t == GgmlType::Q4_0) return kQ4_0x16Rows;
-  if (t == GgmlType::Q4_K) return kQ4_Kx16Rows;
+  if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) return kQ4_Kx16Rows;
   throw Error("no repacked layout for type " + std::string(type_name(t)));
 }
 
 size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows) {
   const int64_t g = repack_group_rows(t);
-  const size_t gb = t == GgmlType::Q4_0 ? q4_0x16_group_bytes(n / kQK4) : q4_Kx16_group_bytes(n / kQK_K);
+  const size_t gb = t == GgmlType::Q4_0   ? q4_0x16_group_bytes(n / kQK4)
+                    : t == GgmlType::Q4_K ? q4_Kx16_group_bytes(n / kQK_K)
+                                          : q6_Kx16_group_bytes(n / kQK_K);
   return gb * static_cast<size_t>((rows + g - 1) / g);
 }
 
@@ -77,6 +79,31 @@ void repack_q4_K(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride,
   }
 }
 
+void repack_q6_K(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
+  constexpr int64_t G = kQ4_Kx16Rows;
+  const int64_t nb = n / kQK_K;
+  const size_t gb = q6_Kx16_group_bytes(nb);
+  for (int64_t grp = r0 / G; grp * G < r1; ++grp) {
+    uint8_t* out = dst + gb * static_cast<size_t>(grp);
+    std::memset(out, 0, gb);
+    for (int64_t r = 0; r < G && grp * G + r < rows; ++r) {
+      const auto* w = reinterpret_cast<const BlockQ6_K*>(src + static_cast<size_t>(grp * G + r) * src_stride);
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockOffsets o = block_offsets(b, nb, kQ6_Kx16Q, kQ6_Kx16Meta);
+        for (int c = 0; c < 2; ++c)
+          for (int s = 0; s < 8; ++s) {
+            for (int h = 0; h < 2; ++h)
+              std::memcpy(out + o.q + ((c * 2 + h) * 8 + s) * 64 + 4 * r, w[b].ql + 64 * c + 32 * h + 4 * s, 4);
+            std::memcpy(out + o.q + 2048 + (c * 8 + s) * 64 + 4 * r, w[b].qh + 32 * c + 4 * s, 4);
+          }
+        uint8_t* meta = out + o.m;
+        for (int sub = 0; sub < 16; ++sub) meta[16 * sub + r] = static_cast<uint8_t>(w[b].scales[sub]);
+        std::memcpy(meta + 256 + 2 * r, &w[b].d, 2);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void repack_rows(GgmlType t, int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1,
@@ -86,8 +113,10 @@ void repack_rows(GgmlType t, int64_t n, int64_t rows, const uint8_t* src, size_t
     throw Error("repack_rows: rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") do not fall on groups");
   if (t == GgmlType::Q4_0)
     repack_q4_0(n, rows, src, src_stride, r0, r1, dst);
-  else
+  else if (t == GgmlType::Q4_K)
     repack_q4_K(n, rows, src, src_stride, r0, r1, dst);
+  else
+    repack_q6_K(n, rows, src, src_stride, r0, r1, dst);
 }
 
 void gemm_repacked(Isa isa, GgmlType t, int64_t n, const uint8_t* Wr, int64_t rows, int64_t i0, int64_t i1,
@@ -97,8 +126,10 @@ void gemm_repacked(Isa isa, GgmlType t, int64_t n, const uint8_t* Wr, int64_t ro
   if (i0 == i1 || n_act <= 0) return;
   if (t == GgmlType::Q4_0)
     gemm_q4_0x16_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
-  else
+  else if (t == GgmlType::Q4_K)
     gemm_q4_Kx16_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
+  else
+    gemm_q6_Kx16_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
 }
 
 }  // namespace df::cpu

@@ -13,7 +13,9 @@
 //         and msum = sum_v m_v * (sub-block v's activation sum), then
 //         acc = fma(fp16(d_w) * d_a, float(isum), acc), accm = fma(fp16(dmin_w) * d_a,
 //         float(msum), accm); the output is acc - accm.
-//   Both are other bits than the planar vec_dot (ggml's 8-lane order, bit exact with
+//   Q6_K: per super-block the exact isum = sum_sub sc_sub * (sub-block's products, q - 32),
+//         acc = fma(fp16(d_w) * d_a, float(isum), acc); the output is acc.
+//   All three are other bits than the planar vec_dot (ggml's 8-lane order, bit exact with
 //   llama.cpp's vec_dot): the CPU model tests against llama.cpp hold them to the same budgets.
 //
 // Layouts:
@@ -29,6 +31,9 @@
 //     2p's elements 4j .. 4j+3, the high nibbles sub-block 2p+1's; 2048 bytes), its scales
 //     (320 bytes): sc[v 0..7][row] and m[j 0..3][row][2] (m_2j, m_2j+1) (the decoded 6-bit
 //     scales and mins), d[row], dmin[row] (fp16).
+//   Q6_K x16 (AVX-512): rows in groups of 16; a super-block's quants (3072 bytes) ql[c 0..1]
+//     [h 0..1][s 0..7][row][4] (ql bytes 64c + 32h + 4s .. +3), then qh[c][s][row][4] (qh bytes
+//     32c + 4s .. +3), its scales (288 bytes) sc[sub 0..15][row] (int8), d[row] (fp16).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +76,12 @@ inline constexpr int64_t kQ4_Kx16Rows = 16, kQ4_Kx16Q = 2048, kQ4_Kx16Meta = 320
 constexpr size_t q4_Kx16_group_bytes(int64_t nb) {
   return (static_cast<size_t>(nb) * (kQ4_Kx16Q + kQ4_Kx16Meta) + 63) / 64 * 64;
 }
+inline constexpr int64_t kQ6_Kx16Q = 3072, kQ6_Kx16Meta = 288;
+constexpr size_t q6_Kx16_group_bytes(int64_t nb) {
+  return (static_cast<size_t>(nb) * (kQ6_Kx16Q + kQ6_Kx16Meta) + 63) / 64 * 64;
+}
+void gemm_q6_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
+                         int64_t n_act, float* Y, int64_t ldy);
 void gemm_q4_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
                          int64_t n_act, float* Y, int64_t ldy);
 void gemm_q4_0x16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,

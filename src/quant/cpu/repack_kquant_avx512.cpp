@@ -141,4 +141,116 @@ void gemm_q4_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, c
   }
 }
 
+// ---------------- Q6_K x16 ----------------
+//
+// Per super-block: ql vectors [c 0..1][h 0..1][s 0..7] (lane r: ql bytes 64c + 32h + 4s .. +3
+// of row r; low nibbles: group 4c + h, high: group 4c + h + 2, elements 4s .. 4s+3) and qh
+// vectors [c][s] (lane r: qh bytes 32c + 4s .. +3; bit pair j: group 4c + j). Each 6-bit
+// quant q = nibble | (2 bits << 4) is unsigned (the value is q - 32). Per output:
+//   isum = sum_sub sc_sub * (sub-block's sum of q * a) - 32 * sum_sub sc_sub * bsum_sub
+//   acc  = fma(fp16(d_w) * d_a, float(isum), acc)      (one chain; the output is acc)
+namespace {
+
+constexpr int kCols6 = 4;
+
+// Y rows [row0, row0 + 16) masked by `rows`, tokens c < C.
+template <int C>
+void tile6(int64_t nb, const uint8_t* grp, const BlockQ8_K* const* a, float* y, int64_t ldy, __mmask16 rows) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03);
+  __m512 acc[C];
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockOffsets o = block_offsets(b, nb, kQ6_Kx16Q, kQ6_Kx16Meta);
+    const uint8_t* ql = grp + o.q;             // [c][h][s][row][4]
+    const uint8_t* qh = grp + o.q + 2048;      // [c][s][row][4]
+    const uint8_t* meta = grp + o.m;           // sc [sub 0..15][row] (int8), d [row] (fp16)
+    __m512i isum[C];
+    // -32 * sum_sub sc_sub * bsum_sub: sc pairs (2k, 2k+1) of each row against the bsum pairs
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 32 * k));
+      const __m128i od = _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 32 * k + 16));
+      const __m512i pair = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(e, od)),
+                                                                          _mm_unpackhi_epi8(e, od), 1));
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) isum[c] = _mm512_dpwssd_epi32(isum[c], pair, bcast4(a[c][b].bsums + 2 * k));
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) isum[c] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(isum[c], 5));
+#pragma GCC unroll 1
+    for (int cc = 0; cc < 2; ++cc)
+#pragma GCC unroll 1
+      for (int half = 0; half < 2; ++half) {  // elements 16 half .. +15 of each group: sub-block 2v + half
+        if constexpr (C == 1)
+          for (int l = 0; l < 12; ++l) {
+            _mm_prefetch(reinterpret_cast<const char*>(ql + (cc * 2 + half) * 768 + kPrefetchL1 + 64 * l), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(ql + (cc * 2 + half) * 768 + kPrefetchL2 + 64 * l), _MM_HINT_T1);
+          }
+        __m512i p[4][C];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j)
+#pragma GCC unroll 4
+          for (int c = 0; c < C; ++c) p[j][c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int s4 = 0; s4 < 4; ++s4) {
+          const int s = 4 * half + s4;
+          const __m512i h = _mm512_loadu_si512(qh + (cc * 8 + s) * 64);
+          const __m512i l0 = _mm512_loadu_si512(ql + ((cc * 2 + 0) * 8 + s) * 64);
+          const __m512i l1 = _mm512_loadu_si512(ql + ((cc * 2 + 1) * 8 + s) * 64);
+          __m512i q[4];  // groups 4cc + j, elements 4s .. 4s+3
+          q[0] = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_slli_epi16(_mm512_and_si512(h, m2), 4));
+          q[1] = _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), m2), 4));
+          q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), _mm512_and_si512(h, _mm512_set1_epi8(0x30)));
+          q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                                 _mm512_and_si512(_mm512_srli_epi16(h, 2), _mm512_set1_epi8(0x30)));
+#pragma GCC unroll 4
+          for (int c = 0; c < C; ++c) {
+            const int8_t* qa = a[c][b].qs + 128 * cc + 4 * s;
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) p[j][c] = _mm512_dpbusd_epi32(p[j][c], q[j], bcast4(qa + 32 * j));
+          }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const int sub = 2 * (4 * cc + j) + half;
+          const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 16 * sub)));
+#pragma GCC unroll 4
+          for (int c = 0; c < C; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(p[j][c], sc));
+        }
+      }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 256)));
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c)
+      acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[c][b].d)), _mm512_cvtepi32_ps(isum[c]), acc[c]);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + c * ldy, rows, acc[c]);
+}
+
+using Tile6Fn = void (*)(int64_t, const uint8_t*, const BlockQ8_K* const*, float*, int64_t, __mmask16);
+constexpr Tile6Fn kTiles6[kCols6] = {&tile6<1>, &tile6<2>, &tile6<3>, &tile6<4>};
+
+}  // namespace
+
+void gemm_q6_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
+                         int64_t n_act, float* Y, int64_t ldy) {
+  const int64_t nb = n / kQK_K;
+  const size_t gb = q6_Kx16_group_bytes(nb);
+  constexpr int64_t G = kQ4_Kx16Rows;
+  for (int64_t grp = i0 / G; grp * G < i1; ++grp) {
+    const uint8_t* w = Wr + gb * static_cast<size_t>(grp);
+    const int64_t r0 = std::max(i0, grp * G), r1 = std::min(i1, grp * G + G);
+    const __mmask16 rows = static_cast<__mmask16>(((1u << (r1 - r0)) - 1u) << (r0 - grp * G));
+    for (int64_t c0 = 0; c0 < n_act; c0 += kCols6) {
+      const int C = static_cast<int>(n_act - c0 < kCols6 ? n_act - c0 : kCols6);
+      const BlockQ8_K* a[kCols6];
+      for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(c0 + c) * act_stride);
+      kTiles6[C - 1](nb, w, a, Y + c0 * ldy + grp * G, ldy, rows);
+    }
+  }
+}
+
 }  // namespace df::cpu
