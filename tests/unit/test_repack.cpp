@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cstring>
+#include <string>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "quant/cpu/repack.h"
 #include "quant/formats_kquant.h"
 #include "quant/types.h"
+#include "test_util.h"
 
 namespace {
 
@@ -239,6 +242,35 @@ TEST(Repack, BackendOnAndOff) {
       }
     }
   }
+}
+
+// The flag through the CLI: a Q4_0 model's logits with --cpu-repack on and off differ (the
+// flag takes effect: another summation order) by rounding only; a bad value is an error.
+TEST(Repack, CliFlag) {
+  if (!df::cpu::repack_supported(df::cpu::best_isa(), GgmlType::Q4_0, 256)) GTEST_SKIP() << "no AVX-512";
+  const std::string dir = df::testutil::test_dir(DF_UNIT_WORK_DIR);
+  const std::string model = df::testutil::make_model_in(
+      dir, "repack_q4_0", "--layers 1 --dim 256 --ff 512 --heads 4 --kv-heads 2 --head-dim 64 --type q4_0 --seed 3");
+  auto logits = [&](const std::string& flag) {
+    const std::string out = dir + "/repack_logits.f32";
+    const auto r = df::testutil::run_status(std::string(DF_CLI) + " logits -q -t 1 -m " + model +
+                                            " -p 'the quick brown fox' -o " + out + " " + flag + " 2>&1 </dev/null");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    const std::string bytes = df::testutil::read_file(out);
+    std::vector<float> v(bytes.size() / 4);
+    std::memcpy(v.data(), bytes.data(), v.size() * 4);
+    return v;
+  };
+  const auto on = logits("--cpu-repack on"), off = logits("--cpu-repack off"), dflt = logits("");
+  ASSERT_FALSE(on.empty());
+  ASSERT_EQ(on.size(), off.size());
+  EXPECT_EQ(on, dflt);  // on is the default
+  EXPECT_NE(on, off);
+  EXPECT_LT(df::test::normalised_error(off, on), 1e-4);  // a wrong kernel: order 1
+  const auto bad = df::testutil::run_status(std::string(DF_CLI) + " logits -q -m " + model + " -p hi -o " + dir +
+                                            "/x.f32 --cpu-repack maybe 2>&1 </dev/null");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.out.find("--cpu-repack"), std::string::npos) << bad.out;
 }
 
 }  // namespace
