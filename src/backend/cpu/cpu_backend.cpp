@@ -198,9 +198,12 @@ void CpuBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
   const int64_t ldy = static_cast<int64_t>(y.stride / sizeof(float));
   float* Y = frow(y, 0);
   const uint8_t* Wp = static_cast<const uint8_t*>(W.data);
-  if (const Repacked* rp = repacked(W)) {
-    // the repacked copy: one kernel for every row count, the bits of the planar row-exact
-    // kernels (quant/cpu/repack.h)
+  const Repacked* rp = repacked(W);
+  // Formats whose repacked kernel does not serve every row count (repack_min_rows > 1) keep
+  // the planar row-exact kernels for every call of at most exact_rows_ rows.
+  const int64_t min_rows = rp ? repack_min_rows(W.type) : 0;
+  if (rp && n >= min_rows && (min_rows == 1 || n > exact_rows_)) {
+    // the repacked copy: one order per output for every row count (quant/cpu/repack.h)
     const auto* Wr = static_cast<const uint8_t*>(rp->buf->data());
     pool_.parallel_for(n_chunks, [&](int64_t c, int) {
       const int64_t i0 = c * chunk, i1 = std::min(m, i0 + chunk);

@@ -24,6 +24,8 @@ int64_t repack_group_rows(GgmlType t) {
   throw Error("no repacked layout for type " + std::string(type_name(t)));
 }
 
+int64_t repack_min_rows(GgmlType t) { return t == GgmlType::Q6_K ? 9 : 1; }
+
 size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows) {
   const int64_t g = repack_group_rows(t);
   const size_t gb = t == GgmlType::Q4_0   ? q4_0x16_group_bytes(n / kQK4)

@@ -51,6 +51,12 @@ size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows);
 // into the repacked copy dst of all `rows` rows; r0 and r1 multiples of the group size
 // (r1 may be rows). Padding rows of the last group are written as zeros.
 int64_t repack_group_rows(GgmlType t);
+// Activation rows of a call from which the repacked kernel is the faster: 1, or 9 for Q6_K,
+// whose planar decode kernel reads memory faster (measured, 151936 x 1024 from DRAM: 7.3 vs
+// 9.3 ms a GEMV; prefill tiles: the repacked kernel). Calls of fewer rows (decode and verify)
+// then run the planar row-exact kernels, so a row's bits stay independent of the row count up
+// to 8 rows; larger calls (prefill) sum in the repacked order, as Q8_0's prefill tiles do.
+int64_t repack_min_rows(GgmlType t);
 void repack_rows(GgmlType t, int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1,
                  uint8_t* dst);
 // Kernels::gemm's contract over a repacked matrix of `rows` rows (any 0 <= i0 < i1 <= rows):
