@@ -36,74 +36,63 @@ size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows) {
 
 namespace {
 
-void repack_q4_0(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
-  constexpr int64_t G = kQ4_0x16Rows;
-  const int64_t ng = n / kQK4;
-  const size_t gb = q4_0x16_group_bytes(ng);
+// Groups of 16 rows of nb blocks (q bytes of quants and m of scales a block, for the group)
+// from planar rows [r0, r1): put(row block w, row r in the group, quants, scales) writes
+// one row's block; padding rows stay zero.
+template <class Block, class Put>
+void repack_x16(int64_t nb, int64_t q, int64_t m, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0,
+                int64_t r1, uint8_t* dst, Put put) {
+  constexpr int64_t G = 16;
+  const size_t gb = x16_group_bytes(nb, q, m);
   for (int64_t grp = r0 / G; grp * G < r1; ++grp) {
     uint8_t* out = dst + gb * static_cast<size_t>(grp);
     std::memset(out, 0, gb);
     for (int64_t r = 0; r < G && grp * G + r < rows; ++r) {
-      const auto* w = reinterpret_cast<const BlockQ4_0*>(src + static_cast<size_t>(grp * G + r) * src_stride);
-      for (int64_t b = 0; b < ng; ++b) {
-        const BlockOffsets o = block_offsets(b, ng, kQ4_0x16Q, kQ4_0x16Meta);
-        for (int j = 0; j < 4; ++j) std::memcpy(out + o.q + 64 * j + 4 * r, w[b].qs + 4 * j, 4);
-        std::memcpy(out + o.m + r * 2, &w[b].d, 2);
+      const auto* w = reinterpret_cast<const Block*>(src + static_cast<size_t>(grp * G + r) * src_stride);
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockOffsets o = block_offsets(b, nb, q, m);
+        put(w[b], static_cast<int>(r), out + o.q, out + o.m);
       }
     }
   }
+}
+
+void repack_q4_0(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
+  repack_x16<BlockQ4_0>(n / kQK4, kQ4_0x16Q, kQ4_0x16Meta, rows, src, src_stride, r0, r1, dst,
+                        [](const BlockQ4_0& w, int r, uint8_t* qs, uint8_t* meta) {
+                          for (int j = 0; j < 4; ++j) std::memcpy(qs + 64 * j + 4 * r, w.qs + 4 * j, 4);
+                          std::memcpy(meta + 2 * r, &w.d, 2);
+                        });
 }
 
 void repack_q4_K(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
-  constexpr int64_t G = kQ4_Kx16Rows;
-  const int64_t nb = n / kQK_K;
-  const size_t gb = q4_Kx16_group_bytes(nb);
-  for (int64_t grp = r0 / G; grp * G < r1; ++grp) {
-    uint8_t* out = dst + gb * static_cast<size_t>(grp);
-    std::memset(out, 0, gb);
-    for (int64_t r = 0; r < G && grp * G + r < rows; ++r) {
-      const auto* w = reinterpret_cast<const BlockQ4_K*>(src + static_cast<size_t>(grp * G + r) * src_stride);
-      for (int64_t b = 0; b < nb; ++b) {
-        const BlockOffsets o = block_offsets(b, nb, kQ4_Kx16Q, kQ4_Kx16Meta);
-        for (int p = 0; p < 4; ++p)
-          for (int j = 0; j < 8; ++j) std::memcpy(out + o.q + (p * 8 + j) * 64 + 4 * r, w[b].qs + 32 * p + 4 * j, 4);
-        uint8_t* meta = out + o.m;
-        for (int v = 0; v < 8; ++v) {
-          uint8_t sc, m;
-          quant::scale_min_k4(w[b].scales, v, sc, m);
-          meta[16 * v + r] = sc;
-          meta[128 + 32 * (v / 2) + 2 * r + v % 2] = m;
-        }
-        std::memcpy(meta + 256 + 2 * r, &w[b].d, 2);
-        std::memcpy(meta + 288 + 2 * r, &w[b].dmin, 2);
-      }
-    }
-  }
+  repack_x16<BlockQ4_K>(n / kQK_K, kQ4_Kx16Q, kQ4_Kx16Meta, rows, src, src_stride, r0, r1, dst,
+                        [](const BlockQ4_K& w, int r, uint8_t* qs, uint8_t* meta) {
+                          for (int p = 0; p < 4; ++p)
+                            for (int j = 0; j < 8; ++j) std::memcpy(qs + (p * 8 + j) * 64 + 4 * r, w.qs + 32 * p + 4 * j, 4);
+                          for (int v = 0; v < 8; ++v) {
+                            uint8_t sc, m;
+                            quant::scale_min_k4(w.scales, v, sc, m);
+                            meta[16 * v + r] = sc;
+                            meta[128 + 32 * (v / 2) + 2 * r + v % 2] = m;
+                          }
+                          std::memcpy(meta + 256 + 2 * r, &w.d, 2);
+                          std::memcpy(meta + 288 + 2 * r, &w.dmin, 2);
+                        });
 }
 
 void repack_q6_K(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
-  constexpr int64_t G = kQ4_Kx16Rows;
-  const int64_t nb = n / kQK_K;
-  const size_t gb = q6_Kx16_group_bytes(nb);
-  for (int64_t grp = r0 / G; grp * G < r1; ++grp) {
-    uint8_t* out = dst + gb * static_cast<size_t>(grp);
-    std::memset(out, 0, gb);
-    for (int64_t r = 0; r < G && grp * G + r < rows; ++r) {
-      const auto* w = reinterpret_cast<const BlockQ6_K*>(src + static_cast<size_t>(grp * G + r) * src_stride);
-      for (int64_t b = 0; b < nb; ++b) {
-        const BlockOffsets o = block_offsets(b, nb, kQ6_Kx16Q, kQ6_Kx16Meta);
-        for (int c = 0; c < 2; ++c)
-          for (int s = 0; s < 8; ++s) {
-            for (int h = 0; h < 2; ++h)
-              std::memcpy(out + o.q + ((c * 2 + h) * 8 + s) * 64 + 4 * r, w[b].ql + 64 * c + 32 * h + 4 * s, 4);
-            std::memcpy(out + o.q + 2048 + (c * 8 + s) * 64 + 4 * r, w[b].qh + 32 * c + 4 * s, 4);
-          }
-        uint8_t* meta = out + o.m;
-        for (int sub = 0; sub < 16; ++sub) meta[16 * sub + r] = static_cast<uint8_t>(w[b].scales[sub]);
-        std::memcpy(meta + 256 + 2 * r, &w[b].d, 2);
-      }
-    }
-  }
+  repack_x16<BlockQ6_K>(n / kQK_K, kQ6_Kx16Q, kQ6_Kx16Meta, rows, src, src_stride, r0, r1, dst,
+                        [](const BlockQ6_K& w, int r, uint8_t* qs, uint8_t* meta) {
+                          for (int c = 0; c < 2; ++c)
+                            for (int s = 0; s < 8; ++s) {
+                              for (int h = 0; h < 2; ++h)
+                                std::memcpy(qs + ((c * 2 + h) * 8 + s) * 64 + 4 * r, w.ql + 64 * c + 32 * h + 4 * s, 4);
+                              std::memcpy(qs + 2048 + (c * 8 + s) * 64 + 4 * r, w.qh + 32 * c + 4 * s, 4);
+                            }
+                          for (int sub = 0; sub < 16; ++sub) meta[16 * sub + r] = static_cast<uint8_t>(w.scales[sub]);
+                          std::memcpy(meta + 256 + 2 * r, &w.d, 2);
+                        });
 }
 
 }  // namespace

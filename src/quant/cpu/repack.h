@@ -77,15 +77,15 @@ constexpr BlockOffsets block_offsets(int64_t b, int64_t nb, int64_t q, int64_t m
   return {base + static_cast<size_t>((b - run) * q), base + static_cast<size_t>(in_run * q + (b - run) * m)};
 }
 inline constexpr int64_t kQ4_0x16Rows = 16, kQ4_0x16Q = 256, kQ4_0x16Meta = 32;
-constexpr size_t q4_0x16_group_bytes(int64_t ng) { return (static_cast<size_t>(ng) * 288 + 63) / 64 * 64; }
+// Bytes of a group of nb blocks of q bytes of quants and m of scales, padded to 64.
+constexpr size_t x16_group_bytes(int64_t nb, int64_t q, int64_t m) {
+  return (static_cast<size_t>(nb * (q + m)) + 63) / 64 * 64;
+}
+constexpr size_t q4_0x16_group_bytes(int64_t ng) { return x16_group_bytes(ng, kQ4_0x16Q, kQ4_0x16Meta); }
 inline constexpr int64_t kQ4_Kx16Rows = 16, kQ4_Kx16Q = 2048, kQ4_Kx16Meta = 320;
-constexpr size_t q4_Kx16_group_bytes(int64_t nb) {
-  return (static_cast<size_t>(nb) * (kQ4_Kx16Q + kQ4_Kx16Meta) + 63) / 64 * 64;
-}
+constexpr size_t q4_Kx16_group_bytes(int64_t nb) { return x16_group_bytes(nb, kQ4_Kx16Q, kQ4_Kx16Meta); }
 inline constexpr int64_t kQ6_Kx16Q = 3072, kQ6_Kx16Meta = 288;
-constexpr size_t q6_Kx16_group_bytes(int64_t nb) {
-  return (static_cast<size_t>(nb) * (kQ6_Kx16Q + kQ6_Kx16Meta) + 63) / 64 * 64;
-}
+constexpr size_t q6_Kx16_group_bytes(int64_t nb) { return x16_group_bytes(nb, kQ6_Kx16Q, kQ6_Kx16Meta); }
 void gemm_q6_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
                          int64_t n_act, float* Y, int64_t ldy);
 void gemm_q4_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,

@@ -23,6 +23,7 @@
 
 #include "quant/blocks.h"
 #include "quant/cpu/repack.h"
+#include "quant/cpu/repack_drive.h"
 #include "quant/cpu/simd_avx2.h"
 
 namespace df::cpu {
@@ -110,20 +111,11 @@ void gemm_q4_0x16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, c
   const int64_t ng = n / kQK4;
   if (ab.size() < static_cast<size_t>(n_act * ng)) ab.resize(static_cast<size_t>(n_act * ng));
   pack_act(act, act_stride, n_act, ng, ab.data());
-  const size_t gb = q4_0x16_group_bytes(ng);
-  constexpr int64_t G = kQ4_0x16Rows;
-  for (int64_t grp = i0 / G; grp * G < i1; ++grp) {
-    const uint8_t* w = Wr + gb * static_cast<size_t>(grp);
-    const int64_t r0 = std::max(i0, grp * G), r1 = std::min(i1, grp * G + G);
-    // lanes r0 - grp * G .. r1 - grp * G - 1 of the group
-    const __mmask16 rows = static_cast<__mmask16>(((1u << (r1 - r0)) - 1u) << (r0 - grp * G));
-    for (int64_t c0 = 0; c0 < n_act; c0 += kCols) {
-      const int C = static_cast<int>(n_act - c0 < kCols ? n_act - c0 : kCols);
-      const BlockQ8_0* a[kCols];
-      for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(c0 + c) * act_stride);
-      kTiles[C - 1](ng, w, a, ab.data() + c0 * ng, Y + c0 * ldy + grp * G, ldy, rows);
-    }
-  }
+  repack::drive_x16<BlockQ8_0, kCols>(
+      Wr, q4_0x16_group_bytes(ng), i0, i1, act, act_stride, n_act,
+      [&](int C, const uint8_t* w, const BlockQ8_0* const* a, int64_t c0, int64_t row0, __mmask16 rows) {
+        kTiles[C - 1](ng, w, a, ab.data() + c0 * ng, Y + c0 * ldy + row0, ldy, rows);
+      });
 }
 
 }  // namespace df::cpu

@@ -25,6 +25,7 @@
 
 #include "quant/blocks.h"
 #include "quant/cpu/repack.h"
+#include "quant/cpu/repack_drive.h"
 #include "quant/cpu/simd_avx2.h"
 
 namespace df::cpu {
@@ -126,19 +127,11 @@ void gemm_q4_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, c
   const int64_t nb = n / kQK_K;
   if (q8s.size() < static_cast<size_t>(n_act * nb)) q8s.resize(static_cast<size_t>(n_act * nb));
   pack_act(act, act_stride, n_act, nb, q8s.data());
-  const size_t gb = q4_Kx16_group_bytes(nb);
-  constexpr int64_t G = kQ4_Kx16Rows;
-  for (int64_t grp = i0 / G; grp * G < i1; ++grp) {
-    const uint8_t* w = Wr + gb * static_cast<size_t>(grp);
-    const int64_t r0 = std::max(i0, grp * G), r1 = std::min(i1, grp * G + G);
-    const __mmask16 rows = static_cast<__mmask16>(((1u << (r1 - r0)) - 1u) << (r0 - grp * G));
-    for (int64_t c0 = 0; c0 < n_act; c0 += kCols) {
-      const int C = static_cast<int>(n_act - c0 < kCols ? n_act - c0 : kCols);
-      const BlockQ8_K* a[kCols];
-      for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(c0 + c) * act_stride);
-      kTiles[C - 1](nb, w, a, q8s.data() + c0 * nb, Y + c0 * ldy + grp * G, ldy, rows);
-    }
-  }
+  repack::drive_x16<BlockQ8_K, kCols>(
+      Wr, q4_Kx16_group_bytes(nb), i0, i1, act, act_stride, n_act,
+      [&](int C, const uint8_t* w, const BlockQ8_K* const* a, int64_t c0, int64_t row0, __mmask16 rows) {
+        kTiles[C - 1](nb, w, a, q8s.data() + c0 * nb, Y + c0 * ldy + row0, ldy, rows);
+      });
 }
 
 // ---------------- Q6_K x16 ----------------
@@ -238,19 +231,11 @@ constexpr Tile6Fn kTiles6[kCols6] = {&tile6<1>, &tile6<2>, &tile6<3>, &tile6<4>}
 void gemm_q6_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
                          int64_t n_act, float* Y, int64_t ldy) {
   const int64_t nb = n / kQK_K;
-  const size_t gb = q6_Kx16_group_bytes(nb);
-  constexpr int64_t G = kQ4_Kx16Rows;
-  for (int64_t grp = i0 / G; grp * G < i1; ++grp) {
-    const uint8_t* w = Wr + gb * static_cast<size_t>(grp);
-    const int64_t r0 = std::max(i0, grp * G), r1 = std::min(i1, grp * G + G);
-    const __mmask16 rows = static_cast<__mmask16>(((1u << (r1 - r0)) - 1u) << (r0 - grp * G));
-    for (int64_t c0 = 0; c0 < n_act; c0 += kCols6) {
-      const int C = static_cast<int>(n_act - c0 < kCols6 ? n_act - c0 : kCols6);
-      const BlockQ8_K* a[kCols6];
-      for (int c = 0; c < C; ++c) a[c] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(c0 + c) * act_stride);
-      kTiles6[C - 1](nb, w, a, Y + c0 * ldy + grp * G, ldy, rows);
-    }
-  }
+  repack::drive_x16<BlockQ8_K, kCols6>(
+      Wr, q6_Kx16_group_bytes(nb), i0, i1, act, act_stride, n_act,
+      [&](int C, const uint8_t* w, const BlockQ8_K* const* a, int64_t c0, int64_t row0, __mmask16 rows) {
+        kTiles6[C - 1](nb, w, a, Y + c0 * ldy + row0, ldy, rows);
+      });
 }
 
 }  // namespace df::cpu
