@@ -25,8 +25,8 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
   app.add_option("--cpu-repack", f.cpu_repack,
                  "CPU: copy Q4_0, Q4_K and Q6_K weights into interleaved-row layouts at load (AVX-512) for faster "
-                 "decode and prefill (llama.cpp's repacked summation order; a second copy in memory): on (default) "
-                 "or off")
+                 "decode and prefill (llama.cpp's repacked summation order; a second copy in memory): on or off "
+                 "(default)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
