@@ -19,6 +19,7 @@ struct ModelFlags {
   int64_t ctx = 4096;          // -c
   int64_t batch = 0;           // -b (0: the backend's default)
   std::string isa = "auto";
+  std::string cpu_repack = "off";  // --cpu-repack on | off
   bool kv_f32 = false;
   bool no_graphs = false;
   bool no_fuse = false;

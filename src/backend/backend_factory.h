@@ -16,6 +16,7 @@ namespace df {
 struct CpuBackendOptions {
   int threads = 0;            // 0: all hardware threads
   std::string isa = "auto";   // auto | scalar | avx2 | avx512
+  bool repack = false;        // load-time repacked weight layouts where this ISA has them
 };
 
 struct BackendOptions {

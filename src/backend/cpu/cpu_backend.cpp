@@ -9,6 +9,7 @@
 
 #include "backend/cpu/exp_math.h"
 #include "common/error.h"
+#include "quant/cpu/repack.h"
 
 namespace df::cpu {
 namespace {
@@ -53,6 +54,7 @@ int resolve_threads(int n) {
 
 CpuBackend::CpuBackend(const CpuOptions& opt)
     : kernels_(kernels(opt.isa)),
+      repack_(opt.repack),
       ssm_(ssm_vec(opt.isa)),
       exact_rows_opt_(opt.exact_rows),
       exact_rows_(opt.exact_rows),
@@ -74,7 +76,41 @@ Tensor CpuBackend::weight(GgmlType type, int64_t cols, int64_t rows, const void*
   t.cols = cols;
   t.rows = rows;
   t.stride = row_bytes(type, cols);
+  if (repack_ && host && repack_supported(kernels_.isa, type, cols) && !repacked_.contains(host)) {
+    // the repacked copy, written by the pool in groups of rows
+    auto buf = alloc(cpu::repacked_bytes(type, cols, rows));
+    const int64_t G = repack_group_rows(type), groups = (rows + G - 1) / G, per_task = 64;
+    pool_.parallel_for((groups + per_task - 1) / per_task, [&](int64_t task, int) {
+      const int64_t r0 = task * per_task * G, r1 = std::min(rows, r0 + per_task * G);
+      repack_rows(type, cols, rows, static_cast<const uint8_t*>(host), t.stride, r0, r1,
+                  static_cast<uint8_t*>(buf->data()));
+    });
+    repacked_.emplace(host, Repacked{cols, rows, std::move(buf)});
+  }
   return t;
+}
+
+Tensor CpuBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) {
+  Tensor t;
+  t.data = const_cast<void*>(host);
+  t.type = type;
+  t.cols = cols;
+  t.rows = rows * n_expert;
+  t.stride = row_bytes(type, cols);
+  return t;
+}
+
+const CpuBackend::Repacked* CpuBackend::repacked(const Tensor& W) const {
+  if (repacked_.empty()) return nullptr;
+  const auto it = repacked_.find(W.data);
+  if (it == repacked_.end() || it->second.rows != W.rows || it->second.cols != W.cols) return nullptr;
+  return &it->second;
+}
+
+size_t CpuBackend::repacked_bytes() const {
+  size_t b = 0;
+  for (const auto& [p, r] : repacked_) b += r.buf->size();
+  return b;
 }
 
 void CpuBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
@@ -162,6 +198,21 @@ void CpuBackend::matmul(const Tensor& W, const Tensor& x, const Tensor& y) {
   const int64_t ldy = static_cast<int64_t>(y.stride / sizeof(float));
   float* Y = frow(y, 0);
   const uint8_t* Wp = static_cast<const uint8_t*>(W.data);
+  const Repacked* rp = repacked(W);
+  // Formats whose repacked kernel does not serve every row count (repack_min_rows > 1) keep
+  // the planar row-exact kernels for every call of at most exact_rows_ rows.
+  const int64_t min_rows = rp ? repack_min_rows(W.type) : 0;
+  if (rp && n >= min_rows && (min_rows == 1 || n > exact_rows_)) {
+    // the repacked copy: one order per output for every row count (quant/cpu/repack.h)
+    const auto* Wr = static_cast<const uint8_t*>(rp->buf->data());
+    pool_.parallel_for(n_chunks, [&](int64_t c, int) {
+      const int64_t i0 = c * chunk, i1 = std::min(m, i0 + chunk);
+      for (int64_t r0 = 0; r0 < n; r0 += act_block)
+        gemm_repacked(kernels_.isa, W.type, k, Wr, m, i0, i1, act + act_stride * static_cast<size_t>(r0), act_stride,
+                      std::min(act_block, n - r0), Y + r0 * ldy, ldy);
+    });
+    return;
+  }
   pool_.parallel_for(n_chunks, [&](int64_t c, int) {
     const int64_t i0 = c * chunk, i1 = std::min(m, i0 + chunk);
     for (int64_t r0 = 0; r0 < n; r0 += act_block) {

@@ -2,6 +2,7 @@
 // quant/cpu (matrix products); attention over the KV cache lives in attention.cpp.
 #pragma once
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -21,6 +22,12 @@ struct CpuOptions {
   // the row count; larger calls and prefill use the multi-row tiles, whose f32 summation
   // order differs for F32/F16/BF16/Q8_0 (and matches llama.cpp's batched path).
   int exact_rows = 8;
+  // Weights whose type has a load-time repacked layout on this ISA (quant/cpu/repack.h:
+  // Q4_0, Q4_K, Q6_K on AVX-512) are copied into it at load and multiplied through it, in
+  // llama.cpp's repacked summation order (other bits than off; flag --cpu-repack on|off).
+  // Off by default: with it, the qwen35moe Q4_K_M reference test's prefill logits are 1.17e-3
+  // from llama.cpp's (budget 1e-3; off: 9.4e-5; router top-k flips suspected, not analysed).
+  bool repack = false;
 };
 
 class CpuBackend final : public Backend {
@@ -30,6 +37,8 @@ class CpuBackend final : public Backend {
 
   std::shared_ptr<Buffer> alloc(size_t bytes) override;
   Tensor weight(GgmlType type, int64_t cols, int64_t rows, const void* host) override;
+  // Expert stacks stay planar (matmul_id multiplies row slices of them).
+  Tensor weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) override;
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override {}
@@ -65,6 +74,8 @@ class CpuBackend final : public Backend {
                    const Tensor& out) override;
 
   int threads() const { return pool_.size(); }
+  // Bytes of repacked weight copies held (0 with repack off).
+  size_t repacked_bytes() const;
   Isa isa() const { return kernels_.isa; }
 
  private:
@@ -79,7 +90,17 @@ class CpuBackend final : public Backend {
   void gemm_rows(GgmlType t, int64_t k, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1,
                  const uint8_t* act, size_t act_stride, int64_t n, float* Y, int64_t ldy) const;
 
+  // The repacked copy of a weight made by weight(), by the planar data pointer; matmul uses
+  // it when W is that whole weight (a view of other rows multiplies the planar rows).
+  struct Repacked {
+    int64_t cols, rows;
+    std::shared_ptr<Buffer> buf;
+  };
+  const Repacked* repacked(const Tensor& W) const;
+
   const Kernels& kernels_;
+  bool repack_;
+  std::unordered_map<const void*, Repacked> repacked_;
   const SsmVec& ssm_;
   int64_t exact_rows_opt_;  // CpuOptions::exact_rows
   int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0
