@@ -42,7 +42,9 @@ cuda::CudaBackend& no_fuse() {
 struct Shape {
   int64_t d, Hk, Hv, K;
   std::string name() const {
-    return "d" + std::to_string(d) + " Hk" + std::to_string(Hk) + " Hv" + std::to_string(Hv) + " K" + std::to_string(K);
+    std::string s = "d";
+    s += std::to_string(d) + " Hk" + std::to_string(Hk) + " Hv" + std::to_string(Hv) + " K" + std::to_string(K);
+    return s;
   }
 };
 // qwen35 27B's (128, 16 key heads, 48 value heads, conv 4) and smaller ones of every head size.

@@ -42,8 +42,10 @@ bool fusable(const DeltaNetCore& a, std::span<const DeltaNetSeq> seqs) {
   if (!dense_f32(a.conv_w) || a.conv_w.rows != C || !dense_f32(a.norm) || a.norm.cols != d) return false;
   if (!f32(a.z) || a.z.cols != Hv * d || a.z.rows != n || !f32(a.o) || a.o.stride % sizeof(float) != 0) return false;
   if (!f32(a.g) || !f32(a.beta) || a.g.cols != Hv || a.beta.cols != Hv || a.g.rows != n || a.beta.rows != n) return false;
+  int64_t next = 0;  // the sequences cover rows [0, n) in order (the model's segments do)
   for (const DeltaNetSeq& s : seqs) {
-    if (s.row0 < 0 || s.n < 0 || s.row0 + s.n > n) return false;
+    if (s.row0 != next || s.n < 0) return false;
+    next += s.n;
     if (!dense_f32(s.conv_state) || s.conv_state.cols != C || s.conv_state.rows != K - 1) return false;
     if (!dense_f32(s.ssm_state) || s.ssm_state.cols != d || s.ssm_state.rows != Hv * d || !aligned16(s.ssm_state.data))
       return false;
@@ -53,7 +55,7 @@ bool fusable(const DeltaNetCore& a, std::span<const DeltaNetSeq> seqs) {
                                 !aligned16(s.ssm_snap.data)))
       return false;
   }
-  return true;
+  return next == n;
 }
 
 }  // namespace

@@ -32,7 +32,9 @@ __device__ __forceinline__ void norm_gate_head(const DeltaRuleArgs& a, int h) {
   for (int64_t t = warp; t < a.n; t += kWarps) {
     float* orow = a.out + t * a.out_stride + static_cast<int64_t>(h) * D;
     const float* zrow = a.z + t * a.z_stride + static_cast<int64_t>(h) * D;
-    const float scale = rms_scale_of(D, a.eps, [&](int c) { return __ldcg(orow + c); });
+    // a.d (== D) at run time, as rms_norm's cols: a constant divisor could be folded into
+    // a multiply and contracted with the + eps (another rounding)
+    const float scale = rms_scale_of(a.d, a.eps, [&](int c) { return __ldcg(orow + c); });
     for (int c = lane; c < D; c += 32) orow[c] = act_swiglu(zrow[c], rms_apply(__ldcg(orow + c), scale, a.norm[c]));
   }
 }
