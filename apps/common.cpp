@@ -39,7 +39,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "while the previous kernel finishes)");
   app.add_flag("--plain-small-kernels", f.plain_small_kernels,
                "GPU decode step's small kernels as before, to compare: plain launches (only matvecs with PDL), "
-               "attention's merge as its own kernel, one argmax block a row");
+               "attention's merge as its own kernel, one argmax block a row, the DeltaNet core in six launches");
   app.add_flag("--moe-legacy", f.moe_legacy,
                "GPU MoE as in stop 19 (to compare): prefill's experts grouped on the host, one launch per expert; "
                "f32 activations for the experts; the combine and the residual add as two kernels");

@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include <cmath>
+
 #include "common/error.h"
 
 namespace df {
@@ -111,6 +113,23 @@ void Backend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, co
   rope(q, pos, rq);
   rope(k, pos, rk);
   if (cache) kv_store(*cache, k, v, pos);
+}
+
+
+void Backend::delta_net_core(const DeltaNetCore& a, std::span<const DeltaNetSeq> seqs) {
+  const int64_t d = a.head_dim, kd = a.n_k_heads * d, vd = a.o.cols;
+  auto rows = [](const Tensor& x, const DeltaNetSeq& s) { return x.slice_rows(s.row0, s.n); };
+  for (const DeltaNetSeq& s : seqs) ssm_conv(rows(a.qkv, s), s.conv_state, a.conv_w, rows(a.conv, s), s.conv_snap);
+  unary(UnaryOp::SILU, a.conv, a.conv);
+  const Tensor q = a.conv.slice_cols(0, kd), k = a.conv.slice_cols(kd, kd), v = a.conv.slice_cols(2 * kd, vd);
+  const Tensor qk = a.conv.slice_cols(0, 2 * kd);
+  l2_norm(qk, d, a.eps, qk);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (const DeltaNetSeq& s : seqs)
+    gated_delta_rule(rows(q, s), rows(k, s), rows(v, s), rows(a.g, s), rows(a.beta, s), s.ssm_state, scale,
+                     rows(a.o, s), s.ssm_snap);
+  rms_norm(a.o.reshape(d), a.norm, a.eps, a.o.reshape(d));  // per value head
+  swiglu(a.z, a.o, a.o);                                    // o = silu(z) * o
 }
 
 }  // namespace df

@@ -57,6 +57,22 @@ struct Projection {
   Tensor bias{}, scale{};  // SOFTPLUS_SCALE: [1, m] f32 each
 };
 
+// A Gated DeltaNet mixer after its projections (Backend::delta_net_core; qwen35's
+// delta_net_core): d = head_dim, Hk key heads, Hv = o.cols / d value heads, C = 2*Hk*d + Hv*d.
+// qkv [n, C] (the projection; may be strided), conv [n, C] (scratch: q | k | v after the
+// call), conv_w [C, K] f32, z [n, Hv*d], beta and g [n, Hv], norm [1, d] (ssm_norm), o [n, Hv*d].
+struct DeltaNetCore {
+  Tensor qkv, conv_w, conv, z, beta, g, norm, o;
+  int64_t head_dim = 0, n_k_heads = 0;
+  float eps = 0.0f;
+};
+// One sequence's rows [row0, row0 + n) of a delta_net_core call and its recurrent state:
+// ssm_conv's state and snapshot slots, gated_delta_rule's (the snapshots may be empty).
+struct DeltaNetSeq {
+  int64_t row0 = 0, n = 0;
+  Tensor conv_state, conv_snap, ssm_state, ssm_snap;
+};
+
 // The expert part of a MoE FFN block (Backend::moe_experts_residual; models/moe_ffn.h): the
 // stacks, the shared expert (data null: none), and the activations. Inputs: logits [n, E]
 // (the router's) and sh_g [n, 1] (the shared expert's sigmoid gate); the rest is scratch:
@@ -218,6 +234,14 @@ class Backend {
   virtual void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                             const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
                             const RopeParams& rk, KvCache* cache);
+
+  // The Gated DeltaNet mixer's recurrent core (DeltaNetCore), rows of sequence s as
+  // x.slice_rows(s.row0, s.n), q | k | v = conv's columns [0, Hk*d) | [Hk*d, 2*Hk*d) | [2*Hk*d, C):
+  //   per s: ssm_conv(qkv rows, s.conv_state, conv_w, conv rows, s.conv_snap);
+  //   unary(SILU, conv, conv); l2_norm(q | k, d, eps, q | k)  (one call over both);
+  //   per s: gated_delta_rule(q, k, v, g, beta rows, s.ssm_state, 1 / sqrt(d), o rows, s.ssm_snap);
+  //   rms_norm(o.reshape(d), norm, eps, o.reshape(d))  (per value head); swiglu(z, o, o).
+  virtual void delta_net_core(const DeltaNetCore& a, std::span<const DeltaNetSeq> seqs);
 
   // ---- ops of recurrent (linear attention) layers and gates ----
   // Elementwise y = f(x) over [n, k] f32 tensors (x may equal y).

@@ -1,6 +1,6 @@
 // The Gated DeltaNet mixer of the qwen35 / qwen35moe trunks (see qwen35.cpp for the maths),
 // shared by both recipes.
-#include <cmath>
+#include <vector>
 
 #include "models/qwen35_parts.h"
 
@@ -27,30 +27,22 @@ namespace {
 void delta_net_core(Backend& b, const Hparams& hp, const DeltaNetWeights& W, const DeltaNetScratch& t,
                     const blocks::BatchInputs& in, const std::vector<State*>& st, size_t i, bool snapshots) {
   const ModelInfo& m = hp.info;
-  const int64_t n = in.n, S = m.ssm_state, kd = m.ssm_k_heads * S, vd = m.ssm_v_heads * S;
-  const Tensor qkv = t.qkv.slice_rows(0, n), conv = t.conv_out.slice_rows(0, n);
-  const Tensor z = t.z.slice_rows(0, n), o = t.o.slice_rows(0, n);
-  const Tensor beta = t.beta.slice_rows(0, n), g = t.g.slice_rows(0, n);
-  for (size_t s = 0; s < st.size(); ++s) {                    // conv [n, conv_dim], per sequence
+  const int64_t n = in.n;
+  DeltaNetCore a;
+  a.qkv = t.qkv.slice_rows(0, n), a.conv_w = W.conv1d, a.conv = t.conv_out.slice_rows(0, n);
+  a.z = t.z.slice_rows(0, n), a.beta = t.beta.slice_rows(0, n), a.g = t.g.slice_rows(0, n);
+  a.norm = W.ssm_norm, a.o = t.o.slice_rows(0, n);
+  a.head_dim = m.ssm_state, a.n_k_heads = m.ssm_k_heads, a.eps = m.rms_eps;
+  std::vector<DeltaNetSeq> seqs;  // the segments in batch order, each with its sequence's state
+  for (size_t s = 0; s < st.size(); ++s) {
     const blocks::Segment& seg = in.segments[s];
-    b.ssm_conv(blocks::BatchInputs::rows_of(qkv, seg), st[s]->live.conv[i], W.conv1d,
-               blocks::BatchInputs::rows_of(conv, seg), snapshots ? st[s]->snap.conv[i] : Tensor{});
+    DeltaNetSeq q;
+    q.row0 = seg.row0, q.n = seg.n;
+    q.conv_state = st[s]->live.conv[i], q.ssm_state = st[s]->live.ssm[i];
+    if (snapshots) q.conv_snap = st[s]->snap.conv[i], q.ssm_snap = st[s]->snap.ssm[i];
+    seqs.push_back(q);
   }
-  b.unary(UnaryOp::SILU, conv, conv);
-  const Tensor q = conv.slice_cols(0, kd);                    // q [n, Hk*S]
-  const Tensor k = conv.slice_cols(kd, kd);                   // k [n, Hk*S]
-  const Tensor v = conv.slice_cols(2 * kd, vd);               // v [n, Hv*S]
-  const Tensor qk = conv.slice_cols(0, 2 * kd);              // q and k normed per head in one call
-  b.l2_norm(qk, S, m.rms_eps, qk);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(S));
-  for (size_t s = 0; s < st.size(); ++s) {                    // o [n, Hv*S], per sequence
-    const blocks::Segment& seg = in.segments[s];
-    auto rows = [&](const Tensor& x) { return blocks::BatchInputs::rows_of(x, seg); };
-    b.gated_delta_rule(rows(q), rows(k), rows(v), rows(g), rows(beta), st[s]->live.ssm[i], scale, rows(o),
-                       snapshots ? st[s]->snap.ssm[i] : Tensor{});
-  }
-  b.rms_norm(o.reshape(S), W.ssm_norm, m.rms_eps, o.reshape(S));  // per value head
-  b.swiglu(z, o, o);                                          // o = silu(z) * o
+  b.delta_net_core(a, seqs);
 }
 
 // qkv [n, conv_dim], z [n, Hv*S], beta = sigmoid(.) [n, Hv], g = softplus(. + dt_bias) * a [n, Hv].

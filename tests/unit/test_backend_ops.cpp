@@ -282,6 +282,54 @@ std::vector<OpCase> make_cases() {
                      o.insert(o.end(), sn.begin(), sn.end());
                      return o;
                    }});
+  // The fused DeltaNet core (CPU: its six ops; CUDA: two launches per sequence up to 8 rows, the
+  // six ops past): one or two sequences, with and without snapshot slots.
+  struct Seqs { std::vector<int64_t> rows; bool snaps; };
+  for (const Seqs& c : {Seqs{{1}, false}, Seqs{{3}, true}, Seqs{{5, 3}, true}, Seqs{{2, 10}, false}}) {
+    std::string tag;
+    for (int64_t r : c.rows) tag += "_" + std::to_string(r);
+    cases.push_back({"delta_net_core" + tag + (c.snaps ? "_snapshots" : ""), kElem, [c](Backend& b, DeviceData& d) {
+                       const int64_t S = 32, Hk = 2, Hv = 4, K = 4, C = 2 * Hk * S + Hv * S, m = 2;
+                       int64_t n = 0;
+                       for (int64_t r : c.rows) n += r;
+                       DeltaNetCore a;
+                       a.qkv = d.f32(randn(static_cast<size_t>(n * C), 90, 1.5f), C);
+                       a.conv_w = d.f32(randn(static_cast<size_t>(C * K), 91, 0.5f), K);
+                       a.conv = d.zeros(C, n);
+                       a.z = d.f32(randn(static_cast<size_t>(n * Hv * S), 92, 2.0f), Hv * S);
+                       auto beta = randn(static_cast<size_t>(n * Hv), 93), g = randn(static_cast<size_t>(n * Hv), 94, 0.3f);
+                       for (auto& e : beta) e = 1.0f / (1.0f + std::exp(-e));
+                       for (auto& e : g) e = -std::fabs(e);
+                       a.beta = d.f32(beta, Hv), a.g = d.f32(g, Hv);
+                       a.norm = d.f32(randn(S, 95), S);
+                       a.o = d.zeros(Hv * S, n);
+                       a.head_dim = S, a.n_k_heads = Hk, a.eps = 1e-6f;
+                       std::vector<DeltaNetSeq> seqs;
+                       int64_t row0 = 0;
+                       for (size_t i = 0; i < c.rows.size(); ++i) {
+                         DeltaNetSeq q;
+                         q.row0 = row0, q.n = c.rows[i];
+                         q.conv_state = d.f32(randn(static_cast<size_t>((K - 1) * C), 96 + static_cast<uint32_t>(i)), C);
+                         q.ssm_state = d.f32(randn(static_cast<size_t>(Hv * S * S), 98 + static_cast<uint32_t>(i), 0.1f), S);
+                         if (c.snaps) q.conv_snap = d.zeros(C, m * (K - 1)), q.ssm_snap = d.zeros(S, m * Hv * S);
+                         seqs.push_back(q);
+                         row0 += c.rows[i];
+                       }
+                       b.delta_net_core(a, seqs);
+                       std::vector<float> out = d.read(a.o);
+                       auto add = [&](const Tensor& t) {
+                         const auto v = d.read(t);
+                         out.insert(out.end(), v.begin(), v.end());
+                       };
+                       add(a.conv);
+                       for (const DeltaNetSeq& q : seqs) {
+                         add(q.conv_state);
+                         add(q.ssm_state);
+                         if (c.snaps) add(q.conv_snap), add(q.ssm_snap);
+                       }
+                       return out;
+                     }});
+  }
   return cases;
 }
 

@@ -46,8 +46,9 @@ struct CudaOptions {
   bool pdl = true;  // kernels launched with programmatic dependent launch (matvec/, ops/launch.cuh)
   // The decode step's small kernels, lean (default): launched with PDL (with `pdl`), the
   // attention slices merged by their last block (no merge kernel), argmax over many blocks
-  // a row. false: as before (plain launches, a merge kernel, one argmax block a row); the
-  // matvec keeps PDL. The same bits either way.
+  // a row, the DeltaNet core in two launches (delta_net_core). false: as before (plain launches,
+  // a merge kernel, one argmax block a row, six DeltaNet launches); the matvec keeps PDL. The
+  // same bits either way.
   bool lean_kernels = true;
   bool mv_pipe = true;  // int8-x matvecs with pipelined loads (cudamv::Context::pipe)
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
@@ -146,6 +147,10 @@ class CudaBackend final : public Backend {
   void matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp, const Tensor& acc) override;
   void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
                     float eps, const Tensor& pos, const RopeParams& rq, const RopeParams& rk, KvCache* cache) override;
+  // Decode (1..8 rows, lean kernels): two launches per sequence, conv + SILU + q/k l2 norms
+  // (ops/ssm_conv.cuh) and the delta rule with the head norm and the silu(z) gate in its last
+  // block per value head (ops/delta_rule.cuh); otherwise the default's six ops. The same bits.
+  void delta_net_core(const DeltaNetCore& a, std::span<const DeltaNetSeq> seqs) override;
 
   // ---- graphs ----
   std::unique_ptr<OpGraph> record(const std::function<void()>& ops) override;

@@ -23,6 +23,20 @@ __device__ __forceinline__ float rms_scale_of(int cols, float eps, const At& at)
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   return rsqrtf(sum / static_cast<float>(cols) + eps);
 }
+// 1 / max(|x|, eps) of a group of `group` values read by at(i) (the l2 norm's factor), summed
+// by the 32 lanes of one warp as rms_scale_of sums: lane l adds i = l, l + 32, ... in order,
+// then a butterfly over the lanes (every lane gets it).
+template <class At>
+__device__ __forceinline__ float l2_inv_of(int group, float eps, const At& at) {
+  float sum = 0.0f;
+  for (int i = static_cast<int>(threadIdx.x & 31); i < group; i += 32) {
+    const float v = at(i);
+    sum = fmaf(v, v, sum);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  return 1.0f / fmaxf(sqrtf(sum), eps);
+}
 __device__ __forceinline__ float rms_apply(float x, float scale, float w) { return __fmul_rn(__fmul_rn(x, scale), w); }
 
 }  // namespace df::cuda

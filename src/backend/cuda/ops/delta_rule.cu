@@ -1,6 +1,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/activations.cuh"
 #include "backend/cuda/ops/delta_rule.cuh"
 #include "backend/cuda/ops/launch.cuh"
 
@@ -9,13 +10,44 @@ namespace {
 
 constexpr int kWarps = 4;  // warps per block
 
+// After a block of head h has written its rows of out: the head's last block to finish
+// normalises and gates the head's output rows, warp w taking tokens w, w + kWarps, ...:
+// rms_norm's row scale and product (activations.cuh rms_scale_of / rms_apply: the bits of the
+// per-head rms_norm launch), then swiglu's act_swiglu(z, .). The other blocks' rows are read
+// past L1 (__ldcg), after their fenced tickets.
+template <int D>
+__device__ __forceinline__ void norm_gate_head(const DeltaRuleArgs& a, int h) {
+  __threadfence();  // this thread's out values are visible before the block's ticket
+  __syncthreads();
+  __shared__ int last;
+  if (threadIdx.x == 0) {
+    const int ticket = atomicAdd(a.counters + h, 1);
+    last = ticket == static_cast<int>(gridDim.x) - 1;
+    if (last) a.counters[h] = 0;  // every block of the head has taken its ticket: ready for the next call
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  for (int64_t t = warp; t < a.n; t += kWarps) {
+    float* orow = a.out + t * a.out_stride + static_cast<int64_t>(h) * D;
+    const float* zrow = a.z + t * a.z_stride + static_cast<int64_t>(h) * D;
+    // a.d (== D) at run time, as rms_norm's cols: a constant divisor could be folded into
+    // a multiply and contracted with the + eps (another rounding)
+    const float scale = rms_scale_of(a.d, a.eps, [&](int c) { return __ldcg(orow + c); });
+    for (int c = lane; c < D; c += 32) orow[c] = act_swiglu(zrow[c], rms_apply(__ldcg(orow + c), scale, a.norm[c]));
+  }
+}
+
 // A group of G lanes keeps one state row S_h[j] (E = D / G floats a lane, in registers) over
 // the whole batch; a warp holds 32 / G rows. Lane l of a group owns the columns
 // l*4 + 4*G*m + {0..3} (m < E/4): the group reads each token's k and q as float4 words, and
 // the groups of a warp read the same words (one broadcast). Row sums reduce over the G lanes
 // of a group (log2 G shuffles, every row of the warp at once). Token t + 1's inputs are
 // loaded while token t is computed (no dependence between them).
-template <int D, int G>
+// NormGate (launch_gated_delta_rule_norm_gate): the last block of head h to finish norms and
+// gates the head's output rows (norm_gate_head).
+template <int D, int G, bool NormGate>
 __global__ void __launch_bounds__(kWarps * 32) delta_rule_kernel(DeltaRuleArgs a) {
   constexpr int E = D / G, E4 = E / 4, RW = 32 / G;
   static_assert(E % 4 == 0 && 32 % G == 0, "lanes per row");
@@ -100,34 +132,55 @@ __global__ void __launch_bounds__(kWarps * 32) delta_rule_kernel(DeltaRuleArgs a
 #pragma unroll
   for (int m = 0; m < E4; ++m)
     *reinterpret_cast<float4*>(srow + col(m)) = make_float4(S[4 * m], S[4 * m + 1], S[4 * m + 2], S[4 * m + 3]);
+  if constexpr (NormGate) norm_gate_head<D>(a, h);
 }
 
 template <int D, int G>
-void launch_dg(const DeltaRuleArgs& a, cudaStream_t s) {
+void launch_dg(const DeltaRuleArgs& a, bool norm_gate, cudaStream_t s) {
   constexpr int rows_per_block = kWarps * 32 / G;
   static_assert(D % rows_per_block == 0, "rows per block");
   const dim3 grid(static_cast<unsigned>(D / rows_per_block), static_cast<unsigned>(a.n_v_heads));
-  launch_kernel(delta_rule_kernel<D, G>, grid, dim3(kWarps * 32), 0, s, a.pdl, a);
+  if (norm_gate)
+    launch_kernel(delta_rule_kernel<D, G, true>, grid, dim3(kWarps * 32), 0, s, a.pdl, a);
+  else
+    launch_kernel(delta_rule_kernel<D, G, false>, grid, dim3(kWarps * 32), 0, s, a.pdl, a);
 }
 
 template <int D>
-bool launch_d(const DeltaRuleArgs& a, int lanes, cudaStream_t s) {
+bool launch_d(const DeltaRuleArgs& a, int lanes, bool norm_gate, cudaStream_t s) {
   switch (lanes) {
     case 32:
-      if constexpr (D >= 128) return launch_dg<D, 32>(a, s), true;
+      if constexpr (D >= 128) return launch_dg<D, 32>(a, norm_gate, s), true;
       break;
     case 16:
-      if constexpr (D >= 64) return launch_dg<D, 16>(a, s), true;
+      if constexpr (D >= 64) return launch_dg<D, 16>(a, norm_gate, s), true;
       break;
     case 8:
-      if constexpr (D <= 128) return launch_dg<D, 8>(a, s), true;
+      if constexpr (D <= 128) return launch_dg<D, 8>(a, norm_gate, s), true;
       break;
     case 4:
-      if constexpr (D <= 64) return launch_dg<D, 4>(a, s), true;
+      if constexpr (D <= 64) return launch_dg<D, 4>(a, norm_gate, s), true;
       break;
     default: break;
   }
   return false;
+}
+
+bool launch_lanes(const DeltaRuleArgs& a, int lanes, bool norm_gate, cudaStream_t s) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  if (!aligned(a.q) || !aligned(a.k) || !aligned(a.state) || (a.snapshots && !aligned(a.snapshots)) ||
+      a.q_stride % 4 != 0 || a.k_stride % 4 != 0)
+    throw Error("cuda gated_delta_rule: q, k, state and snapshots must be 16-byte aligned, q/k strides multiples of 4");
+  bool ok = false;
+  switch (a.d) {
+    case 32: ok = launch_d<32>(a, lanes, norm_gate, s); break;
+    case 64: ok = launch_d<64>(a, lanes, norm_gate, s); break;
+    case 128: ok = launch_d<128>(a, lanes, norm_gate, s); break;
+    case 256: ok = launch_d<256>(a, lanes, norm_gate, s); break;
+    default: throw Error("cuda gated_delta_rule: head size " + std::to_string(a.d) + " is not 32, 64, 128 or 256");
+  }
+  if (ok) launch_check(norm_gate ? "gated_delta_rule_norm_gate" : "gated_delta_rule");
+  return ok;
 }
 
 }  // namespace
@@ -137,25 +190,18 @@ bool delta_rule_head_size_supported(int32_t d) { return d == 32 || d == 64 || d 
 int delta_rule_default_lanes(int32_t d) { return d >= 256 ? 16 : 8; }
 
 bool launch_gated_delta_rule_lanes(const DeltaRuleArgs& a, int lanes, cudaStream_t s) {
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
-  if (!aligned(a.q) || !aligned(a.k) || !aligned(a.state) || (a.snapshots && !aligned(a.snapshots)) ||
-      a.q_stride % 4 != 0 || a.k_stride % 4 != 0)
-    throw Error("cuda gated_delta_rule: q, k, state and snapshots must be 16-byte aligned, q/k strides multiples of 4");
-  bool ok = false;
-  switch (a.d) {
-    case 32: ok = launch_d<32>(a, lanes, s); break;
-    case 64: ok = launch_d<64>(a, lanes, s); break;
-    case 128: ok = launch_d<128>(a, lanes, s); break;
-    case 256: ok = launch_d<256>(a, lanes, s); break;
-    default: throw Error("cuda gated_delta_rule: head size " + std::to_string(a.d) + " is not 32, 64, 128 or 256");
-  }
-  if (ok) launch_check("gated_delta_rule");
-  return ok;
+  return launch_lanes(a, lanes, false, s);
 }
 
 void launch_gated_delta_rule(const DeltaRuleArgs& a, cudaStream_t s) {
-  if (!launch_gated_delta_rule_lanes(a, delta_rule_default_lanes(a.d), s))
+  if (!launch_lanes(a, delta_rule_default_lanes(a.d), false, s))
     throw Error("cuda gated_delta_rule: no kernel for head size " + std::to_string(a.d));
+}
+
+void launch_gated_delta_rule_norm_gate(const DeltaRuleArgs& a, cudaStream_t s) {
+  if (!a.z || !a.norm || !a.counters) throw Error("cuda gated_delta_rule_norm_gate: z, norm and counters are needed");
+  if (!launch_lanes(a, delta_rule_default_lanes(a.d), true, s))
+    throw Error("cuda gated_delta_rule_norm_gate: no kernel for head size " + std::to_string(a.d));
 }
 
 }  // namespace df::cuda

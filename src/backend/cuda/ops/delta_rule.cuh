@@ -36,6 +36,13 @@ struct DeltaRuleArgs {
   int32_t n_v_heads = 0;
   float scale = 1.0f;
   bool pdl = false;    // launched with programmatic dependent launch (ops/launch.cuh)
+  // launch_gated_delta_rule_norm_gate only: z [n, Hv*d] (row stride in floats), norm [d]
+  // dense, eps, and n_v_heads counters (zero; left zero).
+  const float* z = nullptr;
+  int64_t z_stride = 0;
+  const float* norm = nullptr;
+  float eps = 0.0f;
+  int32_t* counters = nullptr;
 };
 
 bool delta_rule_head_size_supported(int32_t d);
@@ -47,5 +54,11 @@ int delta_rule_default_lanes(int32_t d);
 // Same function as every other G (another summation order inside a row sum). q, k, state and
 // snapshots 16-byte aligned, q/k strides multiples of 4 (df::Error otherwise).
 bool launch_gated_delta_rule_lanes(const DeltaRuleArgs& a, int lanes, cudaStream_t s);
+// The delta rule (the default lanes), then per value head h and token t the head norm and the
+// gate of the DeltaNet output: out[t][h*d + j] = silu(z[t][h*d + j]) * rms_norm(out[t][h*d ..
+// h*d + d), norm, eps)[j], done by the last of the head's blocks to finish (a ticket in
+// counters[h], which it resets). The bits of launch_gated_delta_rule + launch_rms_norm over rows
+// of d + launch_swiglu(z, out, out) (their device functions, the same order).
+void launch_gated_delta_rule_norm_gate(const DeltaRuleArgs& a, cudaStream_t s);
 
 }  // namespace df::cuda

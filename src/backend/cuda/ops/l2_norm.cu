@@ -1,7 +1,7 @@
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/activations.cuh"
 #include "backend/cuda/ops/l2_norm.cuh"
 #include "backend/cuda/ops/launch.cuh"
-#include "backend/cuda/ops/reduce.cuh"
 
 namespace df::cuda {
 namespace {
@@ -17,10 +17,7 @@ __global__ void l2_norm_kernel(const float* x, int64_t xs, float* y, int64_t ys,
   const int64_t r = w / n_groups, g = w % n_groups;
   const float* a = x + r * xs + g * group;
   float* b = y + r * ys + g * group;
-  float sum = 0.0f;
-  for (int64_t i = lane; i < group; i += 32) sum += a[i] * a[i];
-  sum = warp_sum(sum);
-  const float inv = 1.0f / fmaxf(sqrtf(sum), eps);
+  const float inv = l2_inv_of(static_cast<int>(group), eps, [&](int i) { return a[i]; });  // as the fused conv's
   for (int64_t i = lane; i < group; i += 32) b[i] = a[i] * inv;
 }
 

@@ -1,15 +1,19 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/activations.cuh"
 #include "backend/cuda/ops/launch.cuh"
 #include "backend/cuda/ops/ssm_conv.cuh"
 
 namespace df::cuda {
 namespace {
 
-template <int K>
+// One thread per channel c. Fused (launch_ssm_conv_silu_l2): a block is one group of
+// blockDim.x channels; each output is silu'd, and a group in [0, norm_channels) l2-normed
+// through shared memory (every warp sums the group as the l2_norm kernel's warp does).
+template <int K, bool Fused>
 __global__ void ssm_conv_kernel(const float* x, int64_t xs, float* state, const float* w, float* y, int64_t ys,
-                                int64_t n, int64_t C, float* snap, int64_t n_snap) {
+                                int64_t n, int64_t C, float* snap, int64_t n_snap, ConvNorm cn) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   constexpr int H = K - 1;
   float win[K], wt[K];
@@ -17,7 +21,7 @@ __global__ void ssm_conv_kernel(const float* x, int64_t xs, float* state, const 
   for (int i = 0; i < K; ++i) wt[i] = c < C ? w[c * K + i] : 0.0f;  // weights: before the wait
   pdl_wait();
   pdl_trigger();
-  if (c >= C) return;
+  if (c >= C) return;  // never in a fused launch (C is a multiple of the block): no block sync is skipped
 #pragma unroll
   for (int i = 0; i < H; ++i) win[i] = state[i * C + c];
   for (int64_t t = 0; t < n; ++t) {
@@ -25,6 +29,17 @@ __global__ void ssm_conv_kernel(const float* x, int64_t xs, float* state, const 
     float acc = 0.0f;  // the CPU backend's order: i = 0 .. K-1
 #pragma unroll
     for (int i = 0; i < K; ++i) acc = fmaf(win[i], wt[i], acc);
+    if constexpr (Fused) {
+      acc = act_silu(acc);  // the SILU kernel's function
+      if (static_cast<int64_t>(blockIdx.x) * blockDim.x < cn.norm_channels) {  // the same for the whole block
+        extern __shared__ float group_vals[];
+        group_vals[threadIdx.x] = acc;
+        __syncthreads();
+        const int g = static_cast<int>(blockDim.x);
+        acc = acc * l2_inv_of(g, cn.eps, [&](int i) { return group_vals[i]; });  // as l2_norm_kernel
+        __syncthreads();  // every warp has read the group before the next token writes it
+      }
+    }
     y[t * ys + c] = acc;
 #pragma unroll
     for (int i = 0; i < H; ++i) win[i] = win[i + 1];
@@ -39,9 +54,26 @@ __global__ void ssm_conv_kernel(const float* x, int64_t xs, float* state, const 
 
 template <int K>
 void launch_k(const float* x, int64_t xs, float* state, const float* w, float* y, int64_t ys, int64_t n, int64_t C,
-              float* snap, int64_t n_snap, cudaStream_t s, bool pdl) {
-  launch_kernel(ssm_conv_kernel<K>, dim3(static_cast<unsigned>((C + 127) / 128)), dim3(128), 0, s, pdl, x, xs, state, w,
-                y, ys, n, C, snap, n_snap);
+              float* snap, int64_t n_snap, const ConvNorm* cn, cudaStream_t s, bool pdl) {
+  if (cn) {
+    const auto g = static_cast<unsigned>(cn->group);
+    launch_kernel(ssm_conv_kernel<K, true>, dim3(static_cast<unsigned>(C / cn->group)), dim3(g), g * sizeof(float), s,
+                  pdl, x, xs, state, w, y, ys, n, C, snap, n_snap, *cn);
+    return;
+  }
+  launch_kernel(ssm_conv_kernel<K, false>, dim3(static_cast<unsigned>((C + 127) / 128)), dim3(128), 0, s, pdl, x, xs,
+                state, w, y, ys, n, C, snap, n_snap, ConvNorm{});
+}
+
+void launch_any(const float* x, int64_t x_stride, float* state, const float* w, float* y, int64_t y_stride, int64_t n,
+                int64_t C, int K, float* snapshots, int64_t n_snapshots, const ConvNorm* cn, cudaStream_t s, bool pdl) {
+  const bool known = [&]<int... Ks>(std::integer_sequence<int, Ks...>) {
+    return ((K == Ks + 2
+                 ? (launch_k<Ks + 2>(x, x_stride, state, w, y, y_stride, n, C, snapshots, n_snapshots, cn, s, pdl), true)
+                 : false) ||
+            ...);
+  }(std::make_integer_sequence<int, kSsmConvMaxKernel - 1>{});
+  if (!known) throw Error("cuda ssm_conv: kernel width " + std::to_string(K) + " is not in [2, 16]");
 }
 
 }  // namespace
@@ -49,13 +81,20 @@ void launch_k(const float* x, int64_t xs, float* state, const float* w, float* y
 void launch_ssm_conv(const float* x, int64_t x_stride, float* state, const float* w, float* y, int64_t y_stride,
                      int64_t n, int64_t C, int K, float* snapshots, int64_t n_snapshots, cudaStream_t s, bool pdl) {
   if (C == 0) return;
-  const bool known = [&]<int... Ks>(std::integer_sequence<int, Ks...>) {
-    return ((K == Ks + 2 ? (launch_k<Ks + 2>(x, x_stride, state, w, y, y_stride, n, C, snapshots, n_snapshots, s, pdl), true)
-                         : false) ||
-            ...);
-  }(std::make_integer_sequence<int, kSsmConvMaxKernel - 1>{});
-  if (!known) throw Error("cuda ssm_conv: kernel width " + std::to_string(K) + " is not in [2, 16]");
+  launch_any(x, x_stride, state, w, y, y_stride, n, C, K, snapshots, n_snapshots, nullptr, s, pdl);
   launch_check("ssm_conv");
+}
+
+void launch_ssm_conv_silu_l2(const float* x, int64_t x_stride, float* state, const float* w, float* y,
+                             int64_t y_stride, int64_t n, int64_t C, int K, float* snapshots, int64_t n_snapshots,
+                             const ConvNorm& norm, cudaStream_t s, bool pdl) {
+  if (C == 0) return;
+  if (norm.group < 32 || norm.group > 1024 || norm.group % 32 != 0 || C % norm.group != 0 ||
+      norm.norm_channels < 0 || norm.norm_channels % norm.group != 0 || norm.norm_channels > C)
+    throw Error("cuda ssm_conv_silu_l2: the group (" + std::to_string(norm.group) +
+                ") must be a multiple of 32 up to 1024 dividing the channels and the normed channels");
+  launch_any(x, x_stride, state, w, y, y_stride, n, C, K, snapshots, n_snapshots, &norm, s, pdl);
+  launch_check("ssm_conv_silu_l2");
 }
 
 }  // namespace df::cuda

@@ -18,4 +18,17 @@ void launch_ssm_conv(const float* x, int64_t x_stride, float* state, const float
                      int64_t n, int64_t C, int K, float* snapshots, int64_t n_snapshots, cudaStream_t s,
                      bool pdl = false);  // pdl: ops/launch.cuh
 
+// DeltaNet's conv, SILU and q/k norms in one launch: launch_ssm_conv, then y = silu(y) on every
+// channel, then y = y / max(|y|, eps) over each group of `group` channels of [0, norm_channels)
+// (the q and k heads): the bits of launch_ssm_conv + launch_unary(SILU) + launch_l2_norm (the
+// same device functions). One block of `group` threads per group (a multiple of 32, <= 1024;
+// C and norm_channels multiples of it).
+struct ConvNorm {
+  int64_t group = 0, norm_channels = 0;
+  float eps = 0.0f;
+};
+void launch_ssm_conv_silu_l2(const float* x, int64_t x_stride, float* state, const float* w, float* y,
+                             int64_t y_stride, int64_t n, int64_t C, int K, float* snapshots, int64_t n_snapshots,
+                             const ConvNorm& norm, cudaStream_t s, bool pdl = false);
+
 }  // namespace df::cuda
