@@ -37,7 +37,8 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "attention's merge as its own kernel, one argmax block a row");
   app.add_flag("--moe-legacy", f.moe_legacy,
                "GPU MoE as in stop 19 (to compare): prefill's experts grouped on the host, one launch per expert; "
-               "f32 activations for the experts; the combine and the residual add as two kernels");
+               "f32 activations for the experts; the combine and the residual add as two kernels; "
+               "the router as a block per row");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");

@@ -61,7 +61,8 @@ struct CudaOptions {
   int64_t gpu_mem_bytes = 0;
   // The stop-19 MoE path: matmul_id of more than 8 rows downloads the ids and loops over the
   // experts on the host; the combine and the residual add as two launches (default: grouped
-  // on the device, one launch over chunks of 8 rows per expert; the add in the combine).
+  // on the device, one launch over chunks of 8 rows per expert; the add in the combine); the
+  // router as a 256-thread block per row, without PDL (default: one warp per row, same bits).
   bool moe_legacy = false;
 };
 
