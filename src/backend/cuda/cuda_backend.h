@@ -46,8 +46,10 @@ struct CudaOptions {
   bool pdl = true;  // kernels launched with programmatic dependent launch (matvec/, ops/launch.cuh)
   // The decode step's small kernels, lean (default): launched with PDL (with `pdl`), the
   // attention slices merged by their last block (no merge kernel), argmax over many blocks
-  // a row. false: as before (plain launches, a merge kernel, one argmax block a row); the
-  // matvec keeps PDL. The same bits either way.
+  // a row, norm_matmuls of float weights (F32, F16, BF16: the qwen35moe router) with the norm
+  // in the matvec's prologue. false: as before (plain launches, a merge kernel, one argmax
+  // block a row, a norm kernel before a float matvec); the matvec keeps PDL. The same bits
+  // either way.
   bool lean_kernels = true;
   bool mv_pipe = true;  // int8-x matvecs with pipelined loads (cudamv::Context::pipe)
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
