@@ -122,13 +122,13 @@ TEST(CudaFused, MatchesCpu) {
 
 // norm_matmuls over float weights (F32 as the qwen35moe router: 256 rows of width 2048, with
 // the shared expert's 1-row gate and its sigmoid) with the norm in the matvec's prologue
-// (lean kernels, the default): the bits of the norm kernel then the matvec (lean_kernels
-// false), for n = 1 .. 8.
+// (CudaOptions::float_norm_prologue): the bits of the norm kernel then the matvec (the
+// default), for n = 1 .. 8.
 TEST(CudaFused, FloatNormMatmulsIsTheNormThenMatvecBits) {
   DF_REQUIRE_GPU();
-  static cuda::CudaBackend plain([] {
+  static cuda::CudaBackend prologue([] {
     cuda::CudaOptions o;
-    o.lean_kernels = false;
+    o.float_norm_prologue = true;
     return o;
   }());
   const int64_t k = 2048, E = 256;
@@ -148,7 +148,7 @@ TEST(CudaFused, FloatNormMatmulsIsTheNormThenMatvecBits) {
         be.norm_matmuls(x.t, nw.t, 1e-6f, xn.t, p);
         return {get_f32(be, l.t), get_f32(be, g.t)};
       };
-      const Outputs lean = run(*gpu()), old = run(plain);
+      const Outputs lean = run(prologue), old = run(*gpu());
       ASSERT_EQ(lean.size(), old.size());
       for (size_t i = 0; i < lean.size(); ++i) {
         for (float v : lean[i]) ASSERT_TRUE(std::isfinite(v)) << type_name(t) << " n=" << n << " output " << i;

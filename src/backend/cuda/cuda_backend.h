@@ -46,10 +46,8 @@ struct CudaOptions {
   bool pdl = true;  // kernels launched with programmatic dependent launch (matvec/, ops/launch.cuh)
   // The decode step's small kernels, lean (default): launched with PDL (with `pdl`), the
   // attention slices merged by their last block (no merge kernel), argmax over many blocks
-  // a row, norm_matmuls of float weights (F32, F16, BF16: the qwen35moe router) with the norm
-  // in the matvec's prologue. false: as before (plain launches, a merge kernel, one argmax
-  // block a row, a norm kernel before a float matvec); the matvec keeps PDL. The same bits
-  // either way.
+  // a row. false: as before (plain launches, a merge kernel, one argmax block a row); the
+  // matvec keeps PDL. The same bits either way.
   bool lean_kernels = true;
   bool mv_pipe = true;  // int8-x matvecs with pipelined loads (cudamv::Context::pipe)
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
@@ -63,9 +61,16 @@ struct CudaOptions {
   int64_t gpu_mem_bytes = 0;
   // The stop-19 MoE path: matmul_id of more than 8 rows downloads the ids and loops over the
   // experts on the host; the combine and the residual add as two launches (default: grouped
-  // on the device, one launch over chunks of 8 rows per expert; the add in the combine); the
-  // router as a 256-thread block per row, without PDL (default: one warp per row, same bits).
+  // on the device, one launch over chunks of 8 rows per expert; the add in the combine).
   bool moe_legacy = false;
+  // Not yet run on a GPU (off by default until then): the MoE router as one warp per row
+  // (ops/moe.cuh MoeRouteKernel::warp, launched with PDL under lean_kernels; the bits of the
+  // block kernel), unless moe_legacy.
+  bool moe_warp_route = false;
+  // Not yet run on a GPU: norm_matmuls of float weights (F32, F16, BF16: the qwen35moe router)
+  // with the norm in the matvec's prologue (cudamv::MatvecFusion::float_norm; the bits of the
+  // norm kernel then the matvec).
+  bool float_norm_prologue = false;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).

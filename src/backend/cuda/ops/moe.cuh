@@ -14,7 +14,8 @@ namespace df::cuda {
 // `normalize`, times `scale` unless 0 or 1. ids, w: dense [n, k]. E <= kMoeMaxExperts.
 // Logits are finite. Both kernels give the same bits (moe_route.cu): `warp` (one warp per row;
 // E <= 512 and k <= 32, other shapes run `block`) and `block` (a 256-thread block per row, the
-// stop-20 kernel; CudaOptions::moe_legacy). `pdl`: the warp kernel is launched with PDL
+// stop-20 kernel, the backend's default; CudaOptions::moe_warp_route picks `warp`). `pdl`: the
+// warp kernel is launched with PDL
 // (launch.cuh; the block kernel never is).
 constexpr int kMoeMaxExperts = 4096;
 enum class MoeRouteKernel { warp, block };
