@@ -43,6 +43,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--moe-legacy", f.moe_legacy,
                "GPU MoE as in stop 19 (to compare): prefill's experts grouped on the host, one launch per expert; "
                "f32 activations for the experts; the combine and the residual add as two kernels");
+  app.add_flag("--cuda-moe-warp-route", f.cuda_moe_warp_route,
+               "GPU MoE router as one warp per row (the block kernel's bits; not yet run on a GPU)");
+  app.add_flag("--cuda-float-norm-prologue", f.cuda_float_norm_prologue,
+               "GPU norm_matmuls of F32/F16/BF16 weights (the qwen35moe router) with the norm in the matvec "
+               "prologue (the same bits; not yet run on a GPU)");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");
@@ -98,6 +103,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.pdl = !f.no_pdl;
   o.lean_kernels = !f.plain_small_kernels;
   o.moe_legacy = f.moe_legacy;
+  o.cuda_moe_warp_route = f.cuda_moe_warp_route;
+  o.cuda_float_norm_prologue = f.cuda_float_norm_prologue;
   o.mv_pipe = !f.mv_no_pipe;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;

@@ -28,6 +28,8 @@ struct BackendOptions {
   bool cuda_no_pdl = false;     // `cuda`: kernels without programmatic dependent launch
   bool cuda_plain_small_kernels = false;  // `cuda`: CudaOptions::lean_kernels false (to compare)
   bool cuda_moe_legacy = false; // `cuda`: the stop-19 MoE path (CudaOptions::moe_legacy)
+  bool cuda_moe_warp_route = false;       // `cuda`: CudaOptions::moe_warp_route
+  bool cuda_float_norm_prologue = false;  // `cuda`: CudaOptions::float_norm_prologue
   bool cuda_mv_no_pipe = false; // `cuda`: int8-x matvecs without the load pipeline (cudamv::Context::pipe)
   // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a
   // device cache of what is free; 0: resident; > 0: in host memory, a cache of this many MiB.

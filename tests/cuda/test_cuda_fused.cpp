@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "../unit/op_test_util.h"
@@ -117,6 +118,45 @@ TEST(CudaFused, MatchesCpu) {
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_LE(nerr(want[i], got[i]), 1e-3) << type_name(t) << " n=" << n << " output " << i;
     }
+}
+
+// norm_matmuls over float weights (F32 as the qwen35moe router: 256 rows of width 2048, with
+// the shared expert's 1-row gate and its sigmoid) with the norm in the matvec's prologue
+// (CudaOptions::float_norm_prologue): the bits of the norm kernel then the matvec (the
+// default), for n = 1 .. 8.
+TEST(CudaFused, FloatNormMatmulsIsTheNormThenMatvecBits) {
+  DF_REQUIRE_GPU();
+  static cuda::CudaBackend prologue([] {
+    cuda::CudaOptions o;
+    o.float_norm_prologue = true;
+    return o;
+  }());
+  const int64_t k = 2048, E = 256;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    const Weight wr = make_weight(t, k, E, 150), wg = make_weight(t, k, 1, 151);
+    const auto nwv = randn(static_cast<size_t>(k), 153);
+    for (int64_t n = 1; n <= 8; ++n) {
+      const auto xv = randn(static_cast<size_t>(n * k), 152 + n, 2.0f);
+      auto run = [&](Backend& be) -> Outputs {
+        const Tensor R = be.weight(t, k, E, wr.host.data()), G = be.weight(t, k, 1, wg.host.data());
+        auto x = put_f32(be, xv, k);
+        auto nw = put_f32(be, nwv, k);
+        auto xn = put_f32(be, std::vector<float>(static_cast<size_t>(n * k)), k);
+        auto l = put_f32(be, std::vector<float>(static_cast<size_t>(n * E), NAN), E);
+        auto g = put_f32(be, std::vector<float>(static_cast<size_t>(n), NAN), 1);
+        const Projection p[2] = {{R, l.t}, {G, g.t, Epilogue::SIGMOID}};
+        be.norm_matmuls(x.t, nw.t, 1e-6f, xn.t, p);
+        return {get_f32(be, l.t), get_f32(be, g.t)};
+      };
+      const Outputs lean = run(prologue), old = run(*gpu());
+      ASSERT_EQ(lean.size(), old.size());
+      for (size_t i = 0; i < lean.size(); ++i) {
+        for (float v : lean[i]) ASSERT_TRUE(std::isfinite(v)) << type_name(t) << " n=" << n << " output " << i;
+        EXPECT_EQ(std::memcmp(lean[i].data(), old[i].data(), lean[i].size() * sizeof(float)), 0)
+            << type_name(t) << " n=" << n << " output " << i << ": bits";
+      }
+    }
+  }
 }
 
 // Row r of n rows: the bits of row r alone (n = 1), for n = 2 .. 8.

@@ -64,6 +64,14 @@ struct CudaOptions {
   // experts on the host; the combine and the residual add as two launches (default: grouped
   // on the device, one launch over chunks of 8 rows per expert; the add in the combine).
   bool moe_legacy = false;
+  // Not yet run on a GPU (off by default until then): the MoE router as one warp per row
+  // (ops/moe.cuh MoeRouteKernel::warp, launched with PDL under lean_kernels; the bits of the
+  // block kernel), unless moe_legacy.
+  bool moe_warp_route = false;
+  // Not yet run on a GPU: norm_matmuls of float weights (F32, F16, BF16: the qwen35moe router)
+  // with the norm in the matvec's prologue (cudamv::MatvecFusion::float_norm; the bits of the
+  // norm kernel then the matvec).
+  bool float_norm_prologue = false;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).

@@ -84,6 +84,7 @@ void CudaBackend::norm_matmuls(const Tensor& x, const Tensor& norm, float eps, c
     bool done = false;
     if (!normed) {
       f.norm_w = fp(norm), f.eps = eps;
+      f.float_norm = opt_.float_norm_prologue;  // a float router (qwen35moe): the norm in its prologue
       done = cudamv::matvec_fused(*P[i], fp(x), fp(proj[i].y), n, f, ctx_->stream());
       f.norm_w = nullptr;
     }

@@ -33,6 +33,11 @@ void check(bool ok, const char* what) {
 float* fp(const Tensor& t) { return static_cast<float*>(t.data); }
 int64_t fstride(const Tensor& t) { return static_cast<int64_t>(t.stride / sizeof(float)); }
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+// The router kernel: one warp per row with CudaOptions::moe_warp_route (not --moe-legacy), else
+// the stop-20 block per row (the same bits).
+MoeRouteKernel route_kernel(const CudaOptions& o) {
+  return o.moe_warp_route && !o.moe_legacy ? MoeRouteKernel::warp : MoeRouteKernel::block;
+}
 
 // Expert e's rows [e * m, (e + 1) * m) of a packed stack, as a weight of its own (not owning).
 cudamv::PackedWeight expert_view(const cudamv::PackedWeight& P, int64_t e, int64_t m) {
@@ -96,7 +101,7 @@ void CudaBackend::moe_route(const Tensor& logits, bool normalize, float scale, c
   ctx_->make_current();
   ++i32_epoch_;
   launch_moe_route(fp(logits), fstride(logits), n, E, k, normalize, scale, static_cast<int32_t*>(ids.data),
-                   fp(weights), ctx_->stream());
+                   fp(weights), ctx_->stream(), route_kernel(opt_), small_pdl_);
 }
 
 const int32_t* CudaBackend::host_ids(const Tensor& ids) {
@@ -444,7 +449,7 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   expert_geometry(pu, nullptr, U, m);
   expert_geometry(pd, nullptr, Dn, dim);
   launch_moe_route_extra(fp(a.logits), fstride(a.logits), n, E, k, a.normalize, a.scale, fp(a.sh_g), fstride(a.sh_g),
-                         ids1, w1, st);
+                         ids1, w1, st, route_kernel(opt_), small_pdl_);
   ++i32_epoch_;
   cudamv::MatvecFusion fu;
   fu.more[0] = &pu;

@@ -139,21 +139,24 @@ struct NoPipe {
 };
 
 // Launches with the fusions of f; false (nothing launched) when this n cannot fuse them.
+// x in shared memory: the formats that read it there, and the global-x (float) formats with a
+// norm prologue when f.float_norm (x read from either place gives the same bits).
 template <class A, int N, template <class, int> class P = NoPipe>
 bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse& f, cudaStream_t s) {
   constexpr int RW = DefaultConfig<A, N>::kRW, U = DefaultConfig<A, N>::kU;
-  if (!can_fuse<A, N, RW>(v, f)) return false;
+  const bool smem_x = !A::kGlobalX || (f.norm_w && f.float_norm);
+  if (!can_fuse<A, N, RW>(v, f, smem_x)) return false;
   if constexpr (P<A, N>::kD > 0 || P<A, N>::kStage) {
     using C = P<A, N>;
     if (f.pipe) {
       MvFuse g = f;
       g.stage_x = C::kStage;
-      if (f.swiglu) launch_mv<A, N, 2, C::kU, C::kD>(v, x, y, s, !A::kGlobalX, g);
-      else launch_mv<A, N, C::kRW, C::kU, C::kD>(v, x, y, s, !A::kGlobalX, g);
+      if (f.swiglu) launch_mv<A, N, 2, C::kU, C::kD>(v, x, y, s, smem_x, g);
+      else launch_mv<A, N, C::kRW, C::kU, C::kD>(v, x, y, s, smem_x, g);
       return true;
     }
   }
-  launch_mv<A, N, RW, U>(v, x, y, s, !A::kGlobalX, f);
+  launch_mv<A, N, RW, U>(v, x, y, s, smem_x, f);
   return true;
 }
 

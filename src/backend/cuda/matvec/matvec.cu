@@ -146,6 +146,7 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
   f.swiglu = fu.swiglu;
   f.norm_w = fu.norm_w;
   f.eps = fu.eps;
+  f.float_norm = fu.float_norm;
   if (fu.ids) {
     if ((n != 1 && fu.x_div != 1) || fu.n_slots < 1 || fu.n_slots > 65535 || fu.n_expert < 1 || fu.x_div < 1 || !fu.table[0] ||
         (f.nmat > 1 && (!fu.table[1] || !fu.swiglu)))

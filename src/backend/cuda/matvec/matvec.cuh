@@ -116,6 +116,9 @@ struct MatvecFusion {
   bool swiglu = false;          // y = silu(W x) * (more[0] x); more[0] the up matrix, y_more unused
   const float* norm_w = nullptr;  // x rows RMS-normed and times norm_w [cols] first
   float eps = 0.0f;
+  // The float formats (F32, F16, BF16: they read x from global memory) take norm_w too, their
+  // x then copied to shared memory (the same bits); false: not in one launch with norm_w.
+  bool float_norm = false;
   // Routed experts: one launch over n_slots slots (n rows each), slot s running expert
   // e = ids[s] (device memory; clamped below n_expert; a negative id: slot s is skipped,
   // its y rows untouched) of the stack(s) W (and more[0]): W

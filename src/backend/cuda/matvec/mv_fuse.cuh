@@ -45,6 +45,7 @@ struct MvFuse {
   bool pdl = false;                    // host side: launched with programmatic dependent launch
   bool pipe = false;                   // host side: int8-x kernels with pipelined loads (launch.cuh Dp4aPipe)
   bool stage_x = false;                // int8-x kernels: x staged into shared memory by cp.async first (launch_mv)
+  bool float_norm = false;             // host side: the float formats take norm_w (their x in shared memory)
 };
 
 // y (the output element of row `row`) from the dot s.

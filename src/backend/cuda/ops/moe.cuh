@@ -12,16 +12,22 @@ namespace df::cuda {
 // double, times (float)(1 / sum)); ids[r][j] = the k experts of largest p in decreasing order
 // (lowest index among equal p); w[r][j] = p[ids[r][j]], divided by max(sum, 2^-14) when
 // `normalize`, times `scale` unless 0 or 1. ids, w: dense [n, k]. E <= kMoeMaxExperts.
+// Logits are finite. Both kernels give the same bits (moe_route.cu): `warp` (one warp per row;
+// E <= 512 and k <= 32, other shapes run `block`) and `block` (a 256-thread block per row, the
+// stop-20 kernel, the backend's default; CudaOptions::moe_warp_route picks `warp`). `pdl`: the
+// warp kernel is launched with PDL
+// (launch.cuh; the block kernel never is).
 constexpr int kMoeMaxExperts = 4096;
+enum class MoeRouteKernel { warp, block };
 void launch_moe_route(const float* logits, int64_t stride, int64_t n, int64_t E, int64_t k, bool normalize,
-                      float scale, int32_t* ids, float* w, cudaStream_t s);
+                      float scale, int32_t* ids, float* w, cudaStream_t s, MoeRouteKernel kernel, bool pdl);
 
 // As launch_moe_route with one more slot per row (the shared expert as expert E of stacks
 // extended by it): ids, w dense [n, k + 1]; ids[r][k] = E, w[r][k] = extra[r * extra_stride]
 // (its sigmoid gate; not normalised with the routed weights).
 void launch_moe_route_extra(const float* logits, int64_t stride, int64_t n, int64_t E, int64_t k, bool normalize,
                             float scale, const float* extra, int64_t extra_stride, int32_t* ids, float* w,
-                            cudaStream_t s);
+                            cudaStream_t s, MoeRouteKernel kernel, bool pdl);
 
 // Routed slots grouped by expert on the device (prefill: matmul_id of more than 8 rows),
 // for a launch of chunks of 8 rows that each run one expert (matvec.cuh MatvecFusion::ids
