@@ -48,6 +48,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--cuda-float-norm-prologue", f.cuda_float_norm_prologue,
                "GPU norm_matmuls of F32/F16/BF16 weights (the qwen35moe router) with the norm in the matvec "
                "prologue (the same bits; not yet run on a GPU)");
+  app.add_flag("--cuda-fuse-deltanet", f.cuda_fuse_deltanet,
+               "GPU qwen35 DeltaNet core of 1..8 rows in two launches (conv+silu+l2 norm, delta rule+norm+gate; "
+               "the bits of the six launches; not yet run on a GPU)");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");
@@ -105,6 +108,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.moe_legacy = f.moe_legacy;
   o.cuda_moe_warp_route = f.cuda_moe_warp_route;
   o.cuda_float_norm_prologue = f.cuda_float_norm_prologue;
+  o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
   o.mv_pipe = !f.mv_no_pipe;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;

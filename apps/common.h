@@ -29,6 +29,7 @@ struct ModelFlags {
   bool moe_legacy = false;
   bool cuda_moe_warp_route = false;
   bool cuda_float_norm_prologue = false;
+  bool cuda_fuse_deltanet = false;
   bool mv_no_pipe = false;
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)
   int64_t gpu_mem = 0;           // --gpu-mem BYTES (CUDA; 0: what is free)

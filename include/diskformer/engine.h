@@ -45,6 +45,7 @@ struct EngineOptions {
   bool moe_legacy = false;     // CUDA MoE: the stop-19 path (host-grouped prefill, f32-x experts)
   bool cuda_moe_warp_route = false;       // CudaOptions::moe_warp_route (not yet run on a GPU)
   bool cuda_float_norm_prologue = false;  // CudaOptions::float_norm_prologue (not yet run on a GPU)
+  bool cuda_fuse_deltanet = false;        // CudaOptions::fuse_deltanet (not yet run on a GPU)
   bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes

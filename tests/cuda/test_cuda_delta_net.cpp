@@ -22,6 +22,15 @@ using optest::nerr;
 using optest::randn;
 using Outputs = std::vector<std::vector<float>>;
 
+// The fused path is off by default (CudaOptions::fuse_deltanet: not yet run on a GPU): on here.
+cuda::CudaBackend& fused_backend() {
+  static cuda::CudaBackend b([] {
+    cuda::CudaOptions o;
+    o.fuse_deltanet = true;
+    return o;
+  }());
+  return b;
+}
 cuda::CudaBackend& plain_small_kernels() {
   static cuda::CudaBackend b([] {
     cuda::CudaOptions o;
@@ -132,7 +141,7 @@ TEST(CudaDeltaNet, FusedCoreIsTheUnfusedBits) {
       const int n_seq = c.n0 ? 2 : 1;
       const std::string what = s.name() + " n=" + std::to_string(c.n) + (c.n0 ? " two sequences" : "") +
                                (c.snaps ? " snapshots" : "");
-      const Outputs fused = run_core(*gpu(), s, c.n, n_seq, c.snaps, one_call(c.n, c.n0));
+      const Outputs fused = run_core(fused_backend(), s, c.n, n_seq, c.snaps, one_call(c.n, c.n0));
       const Outputs plain = run_core(plain_small_kernels(), s, c.n, n_seq, c.snaps, one_call(c.n, c.n0));
       const Outputs unfused = run_core(no_fuse(), s, c.n, n_seq, c.snaps, one_call(c.n, c.n0));
       ASSERT_EQ(fused.size(), plain.size());
@@ -151,7 +160,7 @@ TEST(CudaDeltaNet, FusedCoreMatchesCpu) {
   for (const Shape& s : kShapes)
     for (int64_t n : {1, 8}) {
       const Outputs want = run_core(cpu_ref(), s, n, 2, true, one_call(n, n / 2));
-      const Outputs got = run_core(*gpu(), s, n, 2, true, one_call(n, n / 2));
+      const Outputs got = run_core(fused_backend(), s, n, 2, true, one_call(n, n / 2));
       ASSERT_EQ(want.size(), got.size());
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_LE(nerr(want[i], got[i]), 1e-9) << s.name() << " n=" << n << " output " << i;
@@ -167,8 +176,8 @@ TEST(CudaDeltaNet, FusedCoreRowExact) {
       std::vector<Call> steps;
       for (int64_t t = 0; t < n; ++t) steps.push_back(Call{{0, t, 1}});
       const std::string what = s.name() + " n=" + std::to_string(n);
-      const Outputs all = run_core(*gpu(), s, n, 1, true, one_call(n));  // o, conv, cs, ss, csn, ssn
-      const Outputs one = run_core(*gpu(), s, n, 1, false, steps, true);  // o, conv, cs, ss, then per step cs, ss
+      const Outputs all = run_core(fused_backend(), s, n, 1, true, one_call(n));  // o, conv, cs, ss, csn, ssn
+      const Outputs one = run_core(fused_backend(), s, n, 1, false, steps, true);  // o, conv, cs, ss, then per step cs, ss
       ASSERT_EQ(all.size(), 6u);
       ASSERT_EQ(one.size(), 4u + 2u * static_cast<size_t>(n));
       for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(same_bits(all[i], one[i])) << what << ": output " << i;
@@ -187,7 +196,7 @@ TEST(CudaDeltaNet, FusedCoreRowExact) {
 // step (the last block of each head resets its ticket: a stale one would skip the norm).
 TEST(CudaDeltaNet, GraphReplayIsEager) {
   DF_REQUIRE_GPU();
-  cuda::CudaBackend& b = *gpu();
+  cuda::CudaBackend& b = fused_backend();
   const Shape s = kShapes[0];
   const int64_t d = s.d, C = 2 * s.Hk * d + s.Hv * d, vd = s.Hv * d, K = s.K;
   auto run = [&](bool graph) {

@@ -110,6 +110,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl, opt.mv_pipe);
   fuse_ = opt.fuse;
   lean_ = opt.lean_kernels;
+  fuse_deltanet_ = opt.fuse_deltanet;
   small_pdl_ = opt.pdl && opt.lean_kernels;
   moe_ = std::make_unique<MoeBuffers>();
   opt_ = opt;
@@ -654,6 +655,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.moe_legacy = opt.cuda_moe_legacy;
   o.moe_warp_route = opt.cuda_moe_warp_route;
   o.float_norm_prologue = opt.cuda_float_norm_prologue;
+  o.fuse_deltanet = opt.cuda_fuse_deltanet;
   o.mv_pipe = !opt.cuda_mv_no_pipe;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;

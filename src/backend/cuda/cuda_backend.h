@@ -46,7 +46,7 @@ struct CudaOptions {
   bool pdl = true;  // kernels launched with programmatic dependent launch (matvec/, ops/launch.cuh)
   // The decode step's small kernels, lean (default): launched with PDL (with `pdl`), the
   // attention slices merged by their last block (no merge kernel), argmax over many blocks
-  // a row, the DeltaNet core in two launches (delta_net_core). false: as before (plain launches,
+  // a row, the DeltaNet core in two launches (delta_net_core, with fuse_deltanet). false: as before (plain launches,
   // a merge kernel, one argmax block a row, six DeltaNet launches); the matvec keeps PDL. The
   // same bits either way.
   bool lean_kernels = true;
@@ -72,6 +72,10 @@ struct CudaOptions {
   // with the norm in the matvec's prologue (cudamv::MatvecFusion::float_norm; the bits of the
   // norm kernel then the matvec).
   bool float_norm_prologue = false;
+  // Not yet run on a GPU: the qwen35 DeltaNet core of 1..8 rows in two launches
+  // (cuda_delta_net.cu: conv + silu + q/k l2 norm, delta rule + per-head norm + silu(z) gate;
+  // the bits of the six launches), with fuse and lean_kernels.
+  bool fuse_deltanet = false;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).
@@ -197,6 +201,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<PackedWeights> weights_;
   bool fuse_ = true;
   bool lean_ = true;        // CudaOptions::lean_kernels
+  bool fuse_deltanet_ = false;  // CudaOptions::fuse_deltanet
   bool small_pdl_ = true;   // the small kernels launched with PDL (pdl && lean_kernels)
   std::unique_ptr<OpProfiler> prof_;  // null unless set_profiling(true)
   // y [n, W.rows] = x [n, W.cols] * W^T for dense device rows (strides in floats): matvec for

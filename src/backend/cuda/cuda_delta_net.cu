@@ -7,6 +7,7 @@
 // Both reuse the unfused kernels' device functions in their order: the same bits as the
 // default's sequence on this backend, so a row's result does not depend on the row count,
 // and --plain-small-kernels (CudaOptions::lean_kernels = false) or --no-fuse run the six ops.
+// Off unless CudaOptions::fuse_deltanet (--cuda-fuse-deltanet): not yet run on a GPU.
 // More rows (prefill), strided or misaligned tensors fall back to the default as well.
 #include <algorithm>
 #include <cmath>
@@ -62,7 +63,7 @@ bool fusable(const DeltaNetCore& a, std::span<const DeltaNetSeq> seqs) {
 
 void CudaBackend::delta_net_core(const DeltaNetCore& a, std::span<const DeltaNetSeq> seqs) {
   OpScope ps(prof_.get(), "delta_net_core");
-  if (!fuse_ || !lean_ || !fusable(a, seqs)) {
+  if (!fuse_ || !lean_ || !fuse_deltanet_ || !fusable(a, seqs)) {
     Backend::delta_net_core(a, seqs);  // the six ops (their own checks and errors)
     return;
   }
