@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Lead's final device run, part 1 (stop 20): df_cuda_tests of final main (the binary `ctest -L cuda`
-# runs) while the benchmark models are written into /tmp for part 2 (the next call, on the warm machine).
+# runs) while the benchmark models are written into /tmp and /dev/shm for part 2 (the next call, on
+# the warm machine). Carries, built here (Release, CUDA sm_90), stripped, each under ~35 MB:
+#   .devcarry/lft/bins.tar.xz: df_cuda_tests, df_make_model, lib/ (the .so files diskformer needs
+#   there: libpcre2-8, libcpp-httplib, libcurl's dependencies; see stop 19's carry), plus this script;
+#   .devcarry/lfb/bins.tar.xz: diskformer, df_make_model, lib/, plus stop20_bench_run.sh as run.sh.
+# Not run in stop 20 (the device was no longer lent when main was final).
 set -uo pipefail
 D=.devcarry/lft
 python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
