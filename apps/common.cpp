@@ -43,14 +43,14 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--moe-legacy", f.moe_legacy,
                "GPU MoE as in stop 19 (to compare): prefill's experts grouped on the host, one launch per expert; "
                "f32 activations for the experts; the combine and the residual add as two kernels");
-  app.add_flag("--cuda-moe-warp-route", f.cuda_moe_warp_route,
-               "GPU MoE router as one warp per row (the block kernel's bits; not yet run on a GPU)");
-  app.add_flag("--cuda-float-norm-prologue", f.cuda_float_norm_prologue,
+  app.add_flag("--cuda-moe-warp-route,!--no-cuda-moe-warp-route", f.cuda_moe_warp_route,
+               "GPU MoE router as one warp per row (default on; the block kernel's bits)");
+  app.add_flag("--cuda-float-norm-prologue,!--no-cuda-float-norm-prologue", f.cuda_float_norm_prologue,
                "GPU norm_matmuls of F32/F16/BF16 weights (the qwen35moe router) with the norm in the matvec "
-               "prologue (the same bits; not yet run on a GPU)");
-  app.add_flag("--cuda-fuse-deltanet", f.cuda_fuse_deltanet,
-               "GPU qwen35 DeltaNet core of 1..8 rows in two launches (conv+silu+l2 norm, delta rule+norm+gate; "
-               "the bits of the six launches; not yet run on a GPU)");
+               "prologue (default on; the same bits)");
+  app.add_flag("--cuda-fuse-deltanet,!--no-cuda-fuse-deltanet", f.cuda_fuse_deltanet,
+               "GPU qwen35 DeltaNet core of 1..8 rows in two launches (default on; conv+silu+l2 norm, delta "
+               "rule+norm+gate; the bits of the six launches)");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");

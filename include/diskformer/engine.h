@@ -43,9 +43,11 @@ struct EngineOptions {
   bool pdl = true;             // CUDA kernels with programmatic dependent launch
   bool lean_kernels = true;    // CUDA decode step's small kernels lean (CudaOptions::lean_kernels)
   bool moe_legacy = false;     // CUDA MoE: the stop-19 path (host-grouped prefill, f32-x experts)
-  bool cuda_moe_warp_route = false;       // CudaOptions::moe_warp_route (not yet run on a GPU)
-  bool cuda_float_norm_prologue = false;  // CudaOptions::float_norm_prologue (not yet run on a GPU)
-  bool cuda_fuse_deltanet = false;        // CudaOptions::fuse_deltanet (not yet run on a GPU)
+  // CUDA paths whose bits equal the paths they replace (df_cuda_tests on the H200, stop 20);
+  // on at the engine level (CudaOptions keeps them off for tests of the plain kernels).
+  bool cuda_moe_warp_route = true;       // CudaOptions::moe_warp_route
+  bool cuda_float_norm_prologue = true;  // CudaOptions::float_norm_prologue
+  bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
   bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
