@@ -54,6 +54,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");
+  app.add_flag("--mv-no-pipe-rows", f.mv_no_pipe_rows,
+               "GPU int8-x matvecs of 2..8 rows (a speculative verify) without the load pipeline (n = 1 keeps it; "
+               "same bits, for comparison)");
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
@@ -110,6 +113,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_float_norm_prologue = f.cuda_float_norm_prologue;
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
   o.mv_pipe = !f.mv_no_pipe;
+  o.mv_pipe_rows = !f.mv_no_pipe_rows;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;

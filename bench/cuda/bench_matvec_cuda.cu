@@ -145,6 +145,7 @@ mv::PackedWeight clone(const mv::PackedWeight& src) {
   c.int8_x = src.int8_x;
   c.pdl = src.pdl;
   c.pipe = src.pipe;
+  c.pipe_rows = src.pipe_rows;
   void* d = nullptr;
   ck(cudaMalloc(&d, src.bytes), "clone");
   c.data = static_cast<uint8_t*>(d);
@@ -164,6 +165,7 @@ mv::PackedWeight replicate(const mv::PackedWeight& tile, int64_t rows) {
   w.int8_x = tile.int8_x;
   w.pdl = tile.pdl;
   w.pipe = tile.pipe;
+  w.pipe_rows = tile.pipe_rows;
   void* d = nullptr;
   ck(cudaMalloc(&d, w.bytes), "weight");
   w.data = static_cast<uint8_t*>(d);
@@ -218,7 +220,8 @@ bool planar_fast(GgmlType t) {
 }
 
 json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, double bw, bool variants,
-           const std::vector<int>& ns, const std::vector<int>& pipe_codes, cudaStream_t s) {
+           const std::vector<int>& ns, const std::vector<int>& pipe_codes, const std::vector<int>& pipe_ns,
+           const std::string& modes, cudaStream_t s) {
   const size_t rb = df::row_bytes(t, cols);
   const int64_t tile_rows = std::min<int64_t>(rows, std::max<int64_t>(64, (24u << 20) / rb));
   const auto blocks = mt::random_blocks(t, cols, tile_rows, 5000 + static_cast<uint64_t>(t));
@@ -238,9 +241,10 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
 
   const bool has_int8 = mv::int8_x_supported(t, cols);
   for (auto& c : copies) c.pdl = false;
-  // pipe: the pipelined int8-x default (Context::pipe), else the previous loop.
-  auto set_mode = [&](bool int8, bool pdl = false, bool pipe = false) {
-    for (auto& c : copies) c.int8_x = int8 && has_int8, c.pdl = pdl, c.pipe = pipe;
+  // pipe: the pipelined int8-x default (Context::pipe), else the previous loop; rows: and so
+  // at n = 2..8 (Context::pipe_rows), else those n run the previous loop.
+  auto set_mode = [&](bool int8, bool pdl = false, bool pipe = false, bool rows = false) {
+    for (auto& c : copies) c.int8_x = int8 && has_int8, c.pdl = pdl, c.pipe = pipe, c.pipe_rows = rows;
   };
   // check: the tile rows against the CPU reference (n = 1), every row equal to its tile row
   const int64_t vrows = std::min<int64_t>(tile_rows, 256);
@@ -268,12 +272,12 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
               {"weight_bytes", weight_bytes}, {"packed_bytes", per}, {"copies", ncopies},
               {"nmse_n1", e}, {"replicated_rows_consistent", rep_ok && rep_ok8}, {"int8_x", has_int8}};
   if (has_int8) res["nmse_n1_int8x"] = e8;
-  if (has_int8) {  // the pipelined default against the previous loop: every row, bit for bit, n = 1, 2, 3, 8
+  if (has_int8) {  // the pipelined default (n = 2..8 too) against the previous loop: every row, bit for bit
     json eq = json::object();
-    for (int n : {1, 2, 3, 8}) {
+    for (int n = 1; n <= mv::kMaxRows; ++n) {
       std::vector<float> ya(static_cast<size_t>(n * rows)), yb(ya.size());
       for (int pipe = 0; pipe < 2; ++pipe) {
-        set_mode(true, false, pipe == 1);
+        set_mode(true, false, pipe == 1, pipe == 1);
         ck(cudaMemset(dy.p, 0xff, n * rows * 4), "poison");
         ck(cudaDeviceSynchronize(), "poison");
         mv::matvec(copies[0], dx.f(), dy.f(), n, s);
@@ -298,12 +302,15 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
   // "default": the f32-x kernels, "int8x": the int8-x kernels (the previous loop, stop 19's
   // default), "int8x_pdl": launched with programmatic dependent launch (each launch's weight
   // loads overlap the end of the previous launch, as in a decode step's graph); "int8x_pipe",
-  // "int8x_pipe_pdl": the pipelined int8-x default (Context::pipe), without and with PDL.
-  const char* mode_names[] = {"default", "int8x", "int8x_pdl", "int8x_pipe", "int8x_pipe_pdl"};
-  for (int mode = 0; mode < 5; ++mode) {
+  // "int8x_pipe_pdl": the pipelined int8-x kernel at n = 1 only (main before issue 11's rows:
+  // n = 2..8 in the previous loop), without and with PDL; "int8x_rows", "int8x_rows_pdl": the
+  // pipelined kernels at every n (Context::pipe_rows, the default). --modes picks some.
+  const char* mode_names[] = {"default", "int8x", "int8x_pdl", "int8x_pipe", "int8x_pipe_pdl", "int8x_rows", "int8x_rows_pdl"};
+  for (int mode = 0; mode < 7; ++mode) {
     const bool int8 = mode > 0;
     if (int8 && !has_int8) break;
-    set_mode(int8, mode == 2 || mode == 4, mode >= 3);
+    if (!modes.empty() && ("," + modes + ",").find("," + std::string(mode_names[mode]) + ",") == std::string::npos) continue;
+    set_mode(int8, mode == 2 || mode == 4 || mode == 6, mode >= 3, mode >= 5);
     json per_n = json::object();
     for (int n : ns) {
       const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) { mv::matvec(W, dx.f(), dy.f(), n, st); }, s);
@@ -326,36 +333,40 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
     res["int8x_variants_n1"] = var;
   }
   if (has_int8 && !pipe_codes.empty()) {
-    // The pipelined int8-x kernel (mv_kernel D > 0; code 5000 + 100 D + 10 RW + U) at n = 1,
-    // without and with PDL, its rows checked bit for bit against the default int8-x kernel.
-    set_mode(true);
-    std::vector<float> y_ref(static_cast<size_t>(rows)), y_var(static_cast<size_t>(rows));
-    mv::matvec(copies[0], dx.f(), dy.f(), 1, s);
-    ck(cudaStreamSynchronize(s), "reference run");
-    ck(cudaMemcpy(y_ref.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost), "y_ref");
+    // The pipelined int8-x kernel (mv_kernel D > 0; code 5000 + 100 D + 10 RW + U) at n in
+    // pipe_ns (n > 1: the codes family_dp4a_pipe.cu has at that n), without PDL (n = 1 only)
+    // and with it, its rows checked bit for bit against the previous loop (D = 0) at that n.
     json var = json::array();
-    for (int code : pipe_codes) {
-      ck(cudaMemset(dy.p, 0xff, rows * 4), "poison");
-      ck(cudaDeviceSynchronize(), "poison");
-      if (!mv::matvec_dp4a_pipe_variant(copies[0], dx.f(), dy.f(), code, s)) continue;
-      ck(cudaStreamSynchronize(s), "variant run");
-      ck(cudaMemcpy(y_var.data(), dy.p, rows * 4, cudaMemcpyDeviceToHost), "y_var");
-      const bool same = std::memcmp(y_ref.data(), y_var.data(), rows * 4) == 0;
-      json one = {{"d", code / 100 % 10}, {"rw", code / 10 % 10}, {"u", code % 10}, {"bits_equal_default", same}};
-      int regs = 0, local = 0;
-      if (mv::matvec_dp4a_pipe_regs(t, code, regs, local)) one["regs"] = regs, one["local_bytes"] = local;
-      for (bool pdl : {false, true}) {
-        set_mode(true, pdl);
-        const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) {
-          if (!mv::matvec_dp4a_pipe_variant(W, dx.f(), dy.f(), code, st)) throw df::Error("no pipelined variant");
-        }, s);
-        const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
-        one[pdl ? "pdl" : "plain"] = {{"us", ms * 1e3}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw}};
-      }
+    for (int n : pipe_ns) {
       set_mode(true);
-      var.push_back(one);
+      std::vector<float> y_ref(static_cast<size_t>(n * rows)), y_var(y_ref.size());
+      mv::matvec(copies[0], dx.f(), dy.f(), n, s);
+      ck(cudaStreamSynchronize(s), "reference run");
+      ck(cudaMemcpy(y_ref.data(), dy.p, y_ref.size() * 4, cudaMemcpyDeviceToHost), "y_ref");
+      for (int code : pipe_codes) {
+        ck(cudaMemset(dy.p, 0xff, n * rows * 4), "poison");
+        ck(cudaDeviceSynchronize(), "poison");
+        if (!mv::matvec_dp4a_pipe_variant(copies[0], dx.f(), dy.f(), code, s, n)) continue;
+        ck(cudaStreamSynchronize(s), "variant run");
+        ck(cudaMemcpy(y_var.data(), dy.p, y_var.size() * 4, cudaMemcpyDeviceToHost), "y_var");
+        const bool same = std::memcmp(y_ref.data(), y_var.data(), y_ref.size() * 4) == 0;
+        json one = {{"n", n}, {"d", code / 100 % 10}, {"rw", code / 10 % 10}, {"u", code % 10}, {"bits_equal_default", same}};
+        int regs = 0, local = 0;
+        if (mv::matvec_dp4a_pipe_regs(t, code, regs, local, n)) one["regs"] = regs, one["local_bytes"] = local;
+        for (bool pdl : {false, true}) {
+          if (!pdl && n > 1) continue;
+          set_mode(true, pdl);
+          const double ms = time_launches(ws, [&](const mv::PackedWeight& W, cudaStream_t st) {
+            if (!mv::matvec_dp4a_pipe_variant(W, dx.f(), dy.f(), code, st, n)) throw df::Error("no pipelined variant");
+          }, s);
+          const double gbs = weight_bytes / (ms * 1e-3) / 1e9;
+          one[pdl ? "pdl" : "plain"] = {{"us", ms * 1e3}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw}};
+        }
+        set_mode(true);
+        var.push_back(one);
+      }
     }
-    res["pipe_variants_n1"] = var;
+    res["pipe_variants"] = var;
     set_mode(false);
   }
   if (variants && planar_fast(t)) {
@@ -387,7 +398,11 @@ int main(int argc, char** argv) {
   std::string pipe_arg = "5211,5221,5212,5222,5311,5321,5312,5322,5411,5421,5611";
   app.add_flag("--no-variants", no_variants, "skip the (RW, U) variants of the unpipelined kernels");
   app.add_flag("--no-validate", no_validate, "skip the validation at 1024 x 4096");
-  std::string shapes_arg;
+  std::string shapes_arg, ns_arg, modes_arg, pipe_ns_arg;
+  app.add_option("--ns", ns_arg, "comma-separated row counts to time on every layer shape (default: 1, and 1,2,4,8 at 17408 rows)");
+  app.add_option("--modes", modes_arg, "comma-separated modes to time (default: all; default,int8x,int8x_pdl,int8x_pipe,"
+                                       "int8x_pipe_pdl,int8x_rows,int8x_rows_pdl)");
+  app.add_option("--pipe-ns", pipe_ns_arg, "row counts of the pipelined variants (default: 1; others: 2,4,8)");
   app.add_option("--shapes", shapes_arg, "comma-separated ROWSxCOLS of the speed shapes to run (default: all)");
   app.add_option("--pipe-codes", pipe_arg, "pipelined int8-x variants to time (5000 + 100 D + 10 RW + U; empty: none)");
   CLI11_PARSE(app, argc, argv);
@@ -396,12 +411,20 @@ int main(int argc, char** argv) {
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) throw df::Error("no CUDA device");
     cudaDeviceProp prop;
     ck(cudaGetDeviceProperties(&prop, 0), "device properties");
-    std::vector<int> pipe_codes;
-    for (size_t i = 0; i < pipe_arg.size();) {
-      const size_t e = std::min(pipe_arg.find(',', i), pipe_arg.size());
-      if (e > i) pipe_codes.push_back(std::stoi(pipe_arg.substr(i, e - i)));
-      i = e + 1;
-    }
+    auto ints = [](const std::string& a) {
+      std::vector<int> v;
+      for (size_t i = 0; i < a.size();) {
+        const size_t e = std::min(a.find(',', i), a.size());
+        if (e > i) v.push_back(std::stoi(a.substr(i, e - i)));
+        i = e + 1;
+      }
+      return v;
+    };
+    const std::vector<int> pipe_codes = ints(pipe_arg), ns_list = ints(ns_arg);
+    std::vector<int> pipe_ns = ints(pipe_ns_arg);
+    if (pipe_ns.empty()) pipe_ns = {1};
+    for (int n : ns_list)
+      if (n < 1 || n > mv::kMaxRows) throw df::Error("--ns: " + std::to_string(n) + " is outside [1, 8]");
     std::vector<GgmlType> types;
     for (GgmlType t : mt::all_weight_types())
       if (formats_arg.empty() || ("," + formats_arg + ",").find("," + std::string(df::type_name(t)) + ",") != std::string::npos)
@@ -441,24 +464,34 @@ int main(int argc, char** argv) {
         if (!shapes_arg.empty() && ("," + shapes_arg + ",").find("," + name + ",") == std::string::npos) continue;
         if (quick && !(sh[0] == 17408 || head)) continue;
         if (!prio && !(sh[0] == 17408 || head)) continue;  // other formats: two shapes
-        const std::vector<int> ns = prio && sh[0] == 17408 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
-        sp.push_back(speed(ctx, t, sh[0], sh[1], bw, prio && !no_variants, ns, prio ? pipe_codes : std::vector<int>{}, s));
+        std::vector<int> ns = prio && sh[0] == 17408 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
+        if (!ns_list.empty() && !head) ns = ns_list;
+        sp.push_back(speed(ctx, t, sh[0], sh[1], bw, prio && !no_variants, ns, prio ? pipe_codes : std::vector<int>{},
+                           pipe_ns, modes_arg, s));
         const auto& r = sp.back();
-        std::printf("speed %-8s %6lld x %-6lld n=1 f32-x %7.1f us %5.0f GB/s %5.1f %%", std::string(df::type_name(t)).c_str(),
-                    static_cast<long long>(sh[0]), static_cast<long long>(sh[1]), r["default"]["1"]["us"].get<double>(),
-                    r["default"]["1"]["gbs"].get<double>(), r["default"]["1"]["pct_of_read_bw"].get<double>());
-        if (r.contains("int8x"))
-          std::printf(" | int8-x old %5.0f GB/s +pdl %5.0f | pipe %5.0f GB/s +pdl %5.0f (%4.1f %%) nmse %.1e",
-                      r["int8x"]["1"]["gbs"].get<double>(), r["int8x_pdl"]["1"]["gbs"].get<double>(),
-                      r["int8x_pipe"]["1"]["gbs"].get<double>(), r["int8x_pipe_pdl"]["1"]["gbs"].get<double>(),
-                      r["int8x_pipe_pdl"]["1"]["pct_of_read_bw"].get<double>(), r["nmse_n1_int8x"].get<double>());
-        std::printf(" | same-size read %5.0f GB/s\n", r["read_kernel_same_bytes_gbs"].get<double>());
-        if (r.contains("pipe_variants_n1")) {
-          std::printf("   pipe D/RW/U plain|pdl GB/s:");
-          for (const auto& pv : r["pipe_variants_n1"])
-            std::printf(" %d%d%d %.0f|%.0f r%d%s%s", pv["d"].get<int>(), pv["rw"].get<int>(), pv["u"].get<int>(),
-                        pv["plain"]["gbs"].get<double>(), pv["pdl"]["gbs"].get<double>(), pv.value("regs", 0),
-                        pv.value("local_bytes", 0) > 0 ? "(spills)" : "",
+        std::printf("speed %-8s %6lld x %-6lld read %5.0f GB/s", std::string(df::type_name(t)).c_str(),
+                    static_cast<long long>(sh[0]), static_cast<long long>(sh[1]),
+                    r["read_kernel_same_bytes_gbs"].get<double>());
+        if (r.contains("nmse_n1_int8x")) std::printf(" nmse int8-x %.1e", r["nmse_n1_int8x"].get<double>());
+        if (r.contains("pipe_bits_equal_old")) {
+          bool all = true;
+          for (const auto& [k, v] : r["pipe_bits_equal_old"].items()) all = all && v.get<bool>();
+          std::printf(" pipe bits = old n 1..8: %s", all ? "yes" : "NO");
+        }
+        std::printf("\n");
+        for (const char* m : {"default", "int8x", "int8x_pdl", "int8x_pipe", "int8x_pipe_pdl", "int8x_rows", "int8x_rows_pdl"}) {
+          if (!r.contains(m)) continue;
+          std::printf("   %-15s", m);
+          for (const auto& [k, v] : r[m].items())
+            std::printf(" n=%s %7.1f us %5.0f GB/s", k.c_str(), v["us"].get<double>(), v["gbs"].get<double>());
+          std::printf("\n");
+        }
+        if (r.contains("pipe_variants")) {
+          std::printf("   pipe n:D/RW/U plain|pdl GB/s:");
+          for (const auto& pv : r["pipe_variants"])
+            std::printf(" %d:%d%d%d %.0f|%.0f r%d%s%s", pv["n"].get<int>(), pv["d"].get<int>(), pv["rw"].get<int>(),
+                        pv["u"].get<int>(), pv.contains("plain") ? pv["plain"]["gbs"].get<double>() : 0.0,
+                        pv["pdl"]["gbs"].get<double>(), pv.value("regs", 0), pv.value("local_bytes", 0) > 0 ? "(spills)" : "",
                         pv["bits_equal_default"].get<bool>() ? "" : "(BITS DIFFER)");
           std::printf("\n");
         }

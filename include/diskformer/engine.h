@@ -49,6 +49,7 @@ struct EngineOptions {
   bool cuda_float_norm_prologue = true;  // CudaOptions::float_norm_prologue
   bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
   bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
+  bool mv_pipe_rows = true;    // and so at 2..8 rows (a speculative verify; false: those run the stop-19 loop)
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV

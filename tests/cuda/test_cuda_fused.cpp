@@ -170,7 +170,7 @@ TEST(CudaFused, RowExactForEveryRowCount) {
       const std::vector<float> row(all.begin() + r * k, all.begin() + (r + 1) * k);
       alone.push_back(run_fused(*gpu(), t, row, 1, k, static_cast<int32_t>(7 + 3 * r)));  // row r's position
     }
-    for (int64_t n : {2, 3, 5, 8}) {
+    for (int64_t n : {2, 3, 4, 5, 6, 7, 8}) {
       const std::vector<float> rows(all.begin(), all.begin() + n * k);
       const Outputs got = run_fused(*gpu(), t, rows, n, k);
       for (size_t i = 0; i < got.size(); ++i) {

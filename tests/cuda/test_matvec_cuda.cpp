@@ -173,6 +173,108 @@ TEST(MatvecCudaPipe, PipelinedGivesTheUnpipelinedBits) {
   }
 }
 
+// The int8-x kernels of 2..8 rows (a speculative verify) with their loads pipelined
+// (Context::pipe_rows, the default): row j of an n-row launch has the bits of x row j alone
+// (n = 1, the pipelined kernel) and of the n-row launch of the unpipelined loop, for plain
+// launches over shapes of one to several row groups per block and rows split over warps, and
+// for the fused launches (norm prologue + three matrices with epilogues, the SwiGLU pair).
+TEST(MatvecCudaPipe, RowsOfEveryCountGiveTheRowAloneBits) {
+  DF_SKIP_WITHOUT_GPU();
+  Context ctx(true, true, true, true);
+  struct Launch {
+    PackedWeight* W[3];
+    int64_t rows[3];
+    int nmat;
+    const MatvecFusion* fu;
+  };
+  // y of matrix i at n rows: [n, rows[i]] (the SwiGLU pair: matrix 0 only).
+  auto run = [&](const Launch& L, const float* x, int n, bool rows_pipe) {
+    for (int i = 0; i < 3; ++i)
+      if (L.W[i]) L.W[i]->pipe = true, L.W[i]->pipe_rows = rows_pipe;
+    const int outs = L.fu && L.fu->swiglu ? 1 : L.nmat;
+    std::vector<DeviceBuffer<float>*> ys;
+    for (int i = 0; i < outs; ++i) ys.push_back(new DeviceBuffer<float>(static_cast<size_t>(n * L.rows[i])));
+    for (int i = 0; i < outs; ++i) EXPECT_EQ(cudaMemset(ys[i]->p, 0xff, n * L.rows[i] * 4), cudaSuccess);
+    bool launched = true;
+    if (L.fu) {
+      MatvecFusion f = *L.fu;
+      for (int i = 1; i < outs; ++i) f.y_more[i - 1] = ys[i]->p;
+      launched = matvec_fused(*L.W[0], x, ys[0]->p, n, f, nullptr);
+    } else {
+      matvec(*L.W[0], x, ys[0]->p, n, nullptr);
+    }
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<std::vector<float>> h(static_cast<size_t>(launched ? outs : 0));
+    for (int i = 0; i < outs; ++i) {
+      if (!launched) {
+        delete ys[i];
+        continue;
+      }
+      h[i].resize(static_cast<size_t>(n * L.rows[i]));
+      EXPECT_EQ(cudaMemcpy(h[i].data(), ys[i]->p, h[i].size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      delete ys[i];
+    }
+    return h;
+  };
+  auto check = [&](const Launch& L, int64_t cols, uint64_t seed, GgmlType t) {
+    const auto x = testing::random_x(kMaxRows * cols, seed);
+    DeviceBuffer<float> dx(x.size());
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    std::vector<std::vector<std::vector<float>>> alone;  // [x row][output]
+    for (int j = 0; j < kMaxRows; ++j) {
+      alone.push_back(run(L, dx.p + j * cols, 1, true));
+      ASSERT_FALSE(alone.back().empty()) << "n = 1 did not launch";
+    }
+    for (const auto& o : alone[0])
+      for (float v : o) ASSERT_TRUE(std::isfinite(v));
+    for (int n = 2; n <= kMaxRows; ++n)
+      for (bool rows_pipe : {true, false}) {
+        const auto got = run(L, dx.p, n, rows_pipe);
+        // Not in one launch: the SwiGLU pair of the unpipelined loop above two rows (one row per
+        // warp), and Q4_K's above four (its registers; family_dp4a.cu Dp4aPipe).
+        const bool may_not_fuse =
+            L.fu && L.fu->swiglu && n > 2 && (!rows_pipe || (t == GgmlType::Q4_K && n > 4));
+        if (got.empty()) {
+          ASSERT_TRUE(may_not_fuse) << "n = " << n << ": the fused launch did not run";
+          continue;
+        }        for (size_t i = 0; i < got.size(); ++i) {
+          const size_t w = static_cast<size_t>(L.rows[i]);
+          for (int j = 0; j < n; ++j)
+            ASSERT_EQ(std::memcmp(got[i].data() + j * w, alone[j][i].data(), w * 4), 0)
+                << "n = " << n << (rows_pipe ? " pipelined" : " unpipelined") << ", x row " << j << ", output " << i;
+        }
+      }
+  };
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+    const int64_t shapes[][2] = {{67, 768}, {9000, 512}, {300, 8192}, {4500, 2560}};
+    for (const auto& sh : shapes) {
+      const int64_t rows = sh[0], cols = sh[1];
+      SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      const auto blocks = testing::random_blocks(t, cols, rows, 60 + rows);
+      PackedWeight W = pack_weight(ctx, t, cols, rows, blocks.data());
+      ASSERT_TRUE(W.int8_x);
+      check(Launch{{&W, nullptr, nullptr}, {rows, 0, 0}, 1, nullptr}, cols, 61 + rows, t);
+    }
+    const int64_t cols = 2560, r0 = 1024, r1 = 256, r2 = 96;
+    SCOPED_TRACE(std::string(type_name(t)) + " fused");
+    const auto b0 = testing::random_blocks(t, cols, r0, 70), b1 = testing::random_blocks(t, cols, r1, 71),
+               b2 = testing::random_blocks(t, cols, r2, 72), b3 = testing::random_blocks(t, cols, r0, 73);
+    PackedWeight W0 = pack_weight(ctx, t, cols, r0, b0.data()), W1 = pack_weight(ctx, t, cols, r1, b1.data()),
+                 W2 = pack_weight(ctx, t, cols, r2, b2.data()), W3 = pack_weight(ctx, t, cols, r0, b3.data());
+    const auto nw = testing::random_x(cols, 75);
+    DeviceBuffer<float> dn(cols);
+    ASSERT_EQ(cudaMemcpy(dn.p, nw.data(), cols * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    MatvecFusion fu;  // norm + Q|K|V-like matrices (store, sigmoid, sigmoid)
+    fu.more[0] = &W1, fu.more[1] = &W2;
+    fu.epi[0] = 0, fu.epi[1] = 2, fu.epi[2] = 2;
+    fu.norm_w = dn.p, fu.eps = 1e-6f;
+    check(Launch{{&W0, &W1, &W2}, {r0, r1, r2}, 3, &fu}, cols, 74, t);
+    MatvecFusion sw;  // the SwiGLU pair with the norm prologue (two rows per warp)
+    sw.more[0] = &W3, sw.swiglu = true, sw.norm_w = dn.p, sw.eps = 1e-6f;
+    check(Launch{{&W0, &W3, nullptr}, {r0, r0, 0}, 2, &sw}, cols, 76, t);
+  }
+}
+
 TEST(MatvecCudaErrors, BadArguments) {
   DF_SKIP_WITHOUT_GPU();
   EXPECT_THROW(packed_bytes(GgmlType::Q4_K, 100, 4), Error);  // not a multiple of 256

@@ -107,7 +107,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   if (opt.device < 0 || opt.device >= n)
     throw Error("cuda: device " + std::to_string(opt.device) + " does not exist (" + std::to_string(n) + " found)");
   ctx_ = std::make_unique<CudaContext>(opt.device);
-  weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl, opt.mv_pipe);
+  weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl, opt.mv_pipe, opt.mv_pipe_rows);
   fuse_ = opt.fuse;
   lean_ = opt.lean_kernels;
   fuse_deltanet_ = opt.fuse_deltanet;
@@ -657,6 +657,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.float_norm_prologue = opt.cuda_float_norm_prologue;
   o.fuse_deltanet = opt.cuda_fuse_deltanet;
   o.mv_pipe = !opt.cuda_mv_no_pipe;
+  o.mv_pipe_rows = !opt.cuda_mv_no_pipe_rows;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
   return std::make_unique<CudaBackend>(o);

@@ -51,6 +51,7 @@ struct CudaOptions {
   // same bits either way.
   bool lean_kernels = true;
   bool mv_pipe = true;  // int8-x matvecs with pipelined loads (cudamv::Context::pipe)
+  bool mv_pipe_rows = true;  // and so at 2..8 rows (a verify; cudamv::Context::pipe_rows)
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.

@@ -14,7 +14,7 @@ namespace df::cuda {
 
 // The GPU layouts of the weights, by the device address the Tensor of weight() carries.
 struct PackedWeights {
-  PackedWeights(bool int8_x, bool pdl, bool pipe = true) : tables(int8_x, pdl, pipe) {}
+  PackedWeights(bool int8_x, bool pdl, bool pipe = true, bool pipe_rows = true) : tables(int8_x, pdl, pipe, pipe_rows) {}
   cudamv::Context tables;                                   // IQ tables on this device (and the int8-x choice)
   std::unordered_map<const void*, cudamv::PackedWeight> by_data;
   int32_t* iota = nullptr;                                  // 0, 1, 2, ...: row ids of weight tiles

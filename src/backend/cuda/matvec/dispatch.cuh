@@ -51,11 +51,11 @@ Mv matvec_dp4a(const PackedWeight& W, const float* x, float* y, int n, cudaStrea
 // Workbench: the int8-x kernel at n = 1, code = 3000 + 10 * RW + U (3011 3012 3014 3021 3022
 // 3024 3041 3042), whatever W.int8_x says; false when the type or width has none.
 bool matvec_dp4a_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s);
-// Workbench: the pipelined int8-x kernel (mv_kernel's D > 0) at n = 1, code = 5000 + 100 D +
-// 10 RW + U (family_dp4a_pipe.cu lists them), launched with PDL when W.pdl; false when the
-// type, width or code has none.
-bool matvec_dp4a_pipe_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s);
+// Workbench: the pipelined int8-x kernel (mv_kernel's D > 0) at n rows (1, 4 or 8), code =
+// 5000 + 100 D + 10 RW + U (family_dp4a_pipe.cu lists them per n), launched with PDL when W.pdl;
+// false when the type, width, n or code has none.
+bool matvec_dp4a_pipe_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s, int n = 1);
 // Its registers per thread and local-memory (spill) bytes; false when there is no such variant.
-bool matvec_dp4a_pipe_regs(GgmlType t, int code, int& regs, int& local_bytes);
+bool matvec_dp4a_pipe_regs(GgmlType t, int code, int& regs, int& local_bytes, int n = 1);
 
 }  // namespace df::cudamv

@@ -130,13 +130,40 @@ struct DefaultConfig {
 };
 
 // A family's pipelined configuration per n (mv_kernel's D > 0): depth kD (0: none), rows per
-// warp kRW, parts per lane and step kU. Chosen by Context::pipe (MvFuse::pipe); the SwiGLU pair
-// takes it at two rows per warp. A row's bits do not depend on it.
+// warp kRW, parts per lane and step kU. Chosen by Context::pipe (MvFuse::pipe) at n = 1 and by
+// Context::pipe and Context::pipe_rows (MvFuse::pipe_rows) at n = 2..8; the SwiGLU pair takes it
+// at two rows per warp. A row's bits do not depend on it.
 template <class A, int N>
 struct NoPipe {
   static constexpr int kD = 0, kRW = 1, kU = 1;
   static constexpr bool kStage = false;  // x staged by cp.async (launch_mv, MvFuse::stage_x)
 };
+
+// Whether a configuration C = P<A, N> replaces the default loop: kOn where it says so (a
+// D = 0 configuration of its own (RW, U)), else D > 0 or x staged.
+template <class C>
+constexpr bool pipe_on() {
+  if constexpr (requires { C::kOn; }) return C::kOn;
+  else return C::kD > 0 || C::kStage;
+}
+// The SwiGLU pair's launch under C (two rows per warp): kSw false, not in one launch (the
+// caller runs gate and up, then the elementwise SwiGLU); its parts per lane kSwU and depth kSwD
+// (default: kU, kD).
+template <class C>
+constexpr bool sw_on() {
+  if constexpr (requires { C::kSw; }) return C::kSw;
+  else return true;
+}
+template <class C>
+constexpr int sw_u() {
+  if constexpr (requires { C::kSwU; }) return C::kSwU;
+  else return C::kU;
+}
+template <class C>
+constexpr int sw_d() {
+  if constexpr (requires { C::kSwD; }) return C::kSwD;
+  else return C::kD;
+}
 
 // Launches with the fusions of f; false (nothing launched) when this n cannot fuse them.
 // x in shared memory: the formats that read it there, and the global-x (float) formats with a
@@ -145,17 +172,23 @@ template <class A, int N, template <class, int> class P = NoPipe>
 bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse& f, cudaStream_t s) {
   constexpr int RW = DefaultConfig<A, N>::kRW, U = DefaultConfig<A, N>::kU;
   const bool smem_x = !A::kGlobalX || (f.norm_w && f.float_norm);
-  if (!can_fuse<A, N, RW>(v, f, smem_x)) return false;
-  if constexpr (P<A, N>::kD > 0 || P<A, N>::kStage) {
+  if constexpr (pipe_on<P<A, N>>()) {
     using C = P<A, N>;
-    if (f.pipe) {
+    // n = 1: Context::pipe; n = 2..8 (a verify's rows) also Context::pipe_rows.
+    if (f.pipe && (N == 1 || f.pipe_rows)) {
+      if (!can_fuse<A, N, 2>(v, f, smem_x)) return false;  // the SwiGLU pair at two rows per warp
       MvFuse g = f;
       g.stage_x = C::kStage;
-      if (f.swiglu) launch_mv<A, N, 2, C::kU, C::kD>(v, x, y, s, smem_x, g);
-      else launch_mv<A, N, C::kRW, C::kU, C::kD>(v, x, y, s, smem_x, g);
+      if (f.swiglu) {
+        if constexpr (!sw_on<C>()) return false;
+        else launch_mv<A, N, 2, sw_u<C>(), sw_d<C>()>(v, x, y, s, smem_x, g);
+      } else {
+        launch_mv<A, N, C::kRW, C::kU, C::kD>(v, x, y, s, smem_x, g);
+      }
       return true;
     }
   }
+  if (!can_fuse<A, N, RW>(v, f, smem_x)) return false;
   launch_mv<A, N, RW, U>(v, x, y, s, smem_x, f);
   return true;
 }
@@ -178,10 +211,11 @@ bool launch_mv_default(const PlanarView& v, const float* x, float* y, int n, cud
 template <class A, int N, template <class, int> class P>
 void prepare_mv_n() {
   prepare_mv<A, N, DefaultConfig<A, N>::kRW, DefaultConfig<A, N>::kU>();
-  if constexpr (P<A, N>::kD > 0 || P<A, N>::kStage) {
+  if constexpr (pipe_on<P<A, N>>()) {
     using C = P<A, N>;
     prepare_mv<A, N, C::kRW, C::kU, C::kD>();
-    if constexpr (N <= 2) prepare_mv<A, N, 2, C::kU, C::kD>();
+    if constexpr (sw_on<C>() && (C::kRW != 2 || sw_u<C>() != C::kU || sw_d<C>() != C::kD))
+      prepare_mv<A, N, 2, sw_u<C>(), sw_d<C>()>();  // the SwiGLU pair
   }
 }
 

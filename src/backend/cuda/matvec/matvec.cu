@@ -24,7 +24,8 @@ void check(cudaError_t e, const char* what) {
 
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
-Context::Context(bool int8_x, bool pdl, bool pipe) : int8_x_(int8_x), pdl_(pdl), pipe_(pipe) {
+Context::Context(bool int8_x, bool pdl, bool pipe, bool pipe_rows)
+    : int8_x_(int8_x), pdl_(pdl), pipe_(pipe), pipe_rows_(pipe_rows) {
   DevTables h;
   std::memcpy(h.iq2xxs, quant::kIq2xxsGrid, sizeof h.iq2xxs);
   std::memcpy(h.iq2xs, quant::kIq2xsGrid, sizeof h.iq2xs);
@@ -59,6 +60,7 @@ PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
     type = o.type, cols = o.cols, rows = o.rows, data = o.data, bytes = o.bytes;
     q_row_bytes = o.q_row_bytes, m_offset = o.m_offset, m_row_bytes = o.m_row_bytes;
     tables = o.tables, owns = o.owns, int8_x = o.int8_x, pdl = o.pdl, pipe = o.pipe;
+    pipe_rows = o.pipe_rows;
     o.data = nullptr, o.owns = false, o.bytes = 0;
   }
   return *this;
@@ -88,6 +90,7 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
   p.int8_x = ctx.int8_x() && int8_x_supported(type, cols);
   p.pdl = ctx.pdl();
   p.pipe = ctx.pipe();
+  p.pipe_rows = ctx.pipe_rows();
   std::vector<uint8_t> staging(p.bytes);
   pack_rows_parallel(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
   if (device_dst) {
@@ -156,6 +159,7 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
   }
   f.pdl = W.pdl;
   f.pipe = W.pipe;
+  f.pipe_rows = W.pipe_rows;
   Mv r = matvec_fast(W, x, y, n, stream, f);
   if (r == Mv::kNoType) {
     const PlanarView v = raw_view(W);

@@ -39,8 +39,10 @@ constexpr int kMaxRows = 8;  // largest n of matvec (decode and speculative veri
 // of a launch overlap the end of the previous kernel; x is read only after it).
 class Context {
  public:
-  // pipe: the int8-x kernels with their loads pipelined (false: the previous loop; same bits).
-  explicit Context(bool int8_x = true, bool pdl = true, bool pipe = true);  // throws df::Error on a CUDA failure
+  // pipe: the int8-x kernels with their loads pipelined (false: the previous loop; same bits);
+  // pipe_rows: and so at n = 2..8 rows (a verify), else those n run the previous loop.
+  explicit Context(bool int8_x = true, bool pdl = true, bool pipe = true,
+                   bool pipe_rows = true);  // throws df::Error on a CUDA failure
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -48,10 +50,11 @@ class Context {
   bool int8_x() const { return int8_x_; }
   bool pdl() const { return pdl_; }
   bool pipe() const { return pipe_; }
+  bool pipe_rows() const { return pipe_rows_; }
 
  private:
   void* tables_ = nullptr;
-  bool int8_x_ = true, pdl_ = true, pipe_ = true;
+  bool int8_x_ = true, pdl_ = true, pipe_ = true, pipe_rows_ = true;
 };
 
 // Whether a weight of this type and width gets the int8-x kernels (under Context::int8_x).
@@ -72,6 +75,7 @@ struct PackedWeight {
   bool int8_x = false;         // matvec rounds x to int8 blocks (Context::int8_x and supported)
   bool pdl = false;            // matvec launches with programmatic dependent launch (Context::pdl)
   bool pipe = false;           // int8-x matvecs with pipelined loads (Context::pipe)
+  bool pipe_rows = false;      // and so at n = 2..8 (Context::pipe_rows)
 
   PackedWeight() = default;
   PackedWeight(PackedWeight&& o) noexcept { *this = static_cast<PackedWeight&&>(o); }

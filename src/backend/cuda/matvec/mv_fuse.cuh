@@ -44,6 +44,7 @@ struct MvFuse {
   int32_t n_expert = 0, x_div = 1, n_slots = 0;
   bool pdl = false;                    // host side: launched with programmatic dependent launch
   bool pipe = false;                   // host side: int8-x kernels with pipelined loads (launch.cuh Dp4aPipe)
+  bool pipe_rows = false;              // host side: and so at n = 2..8 (else those n run the default loop)
   bool stage_x = false;                // int8-x kernels: x staged into shared memory by cp.async first (launch_mv)
   bool float_norm = false;             // host side: the float formats take norm_w (their x in shared memory)
 };

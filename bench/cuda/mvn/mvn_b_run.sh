@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# helper mvn (issue 11), device call B of three (warm, right after A): the matvec workbench (old:
+# pipelined loads at n = 1 only, main's kernels; new: at n = 1..8, Context::pipe_rows; GB/s and us
+# per call at n = 1, 2, 3, 4, 8 with PDL, graphs of back-to-back launches; variants at n = 4, 8)
+# while the 27B Q4_0 MTP file is written into /tmp for call C.
+# Carry: .devcarry/mvn/b/bins.tar.xz (bench_matvec_cuda, df_make_model).
+set -uo pipefail
+D=.devcarry/mvn/b
+python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
+chmod +x $D/df_make_model $D/bench_matvec_cuda
+VOCAB=tools/make_model/vocab_corpus.txt
+T0=$SECONDS
+mk() { local f=$1; shift; [ -s "$f" ] && return; "$D/df_make_model" -o "$f.tmp" --vocab-text $VOCAB "$@" > /dev/null 2>> $OUT/make.txt && mv "$f.tmp" "$f"; echo "make $f rc=$? $((SECONDS - T0)) s" >> $OUT/make.txt; }
+( mk /tmp/q35_27b_q4f.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random ) &
+MK=$!
+timeout 90 $D/bench_matvec_cuda --out $OUT/matvec.json --formats q4_0,q8_0,q6_K,iq4_xs,q4_K --no-variants --no-validate \
+  --shapes 2560x9728,9728x2560,5120x17408,17408x5120 --ns 1,2,3,4,8 --modes int8x_pipe_pdl,int8x_rows_pdl \
+  --pipe-codes 5322,5222,5221,5022 --pipe-ns 4,8 > $OUT/matvec.txt 2>&1
+echo "workbench rc=$? $((SECONDS - T0)) s"
+cut -c1-600 $OUT/matvec.txt
+wait $MK; cat $OUT/make.txt | grep make; df -h /tmp | tail -1
