@@ -51,6 +51,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--cuda-fuse-deltanet,!--no-cuda-fuse-deltanet", f.cuda_fuse_deltanet,
                "GPU qwen35 DeltaNet core of 1..8 rows in two launches (default on; conv+silu+l2 norm, delta "
                "rule+norm+gate; the bits of the six launches)");
+  app.add_flag("--cuda-moe-pdl,!--no-cuda-moe-pdl", f.cuda_moe_pdl,
+               "GPU MoE block's routed expert launches and its combine with programmatic dependent launch (they "
+               "wait for the router before reading its ids; the same bits; default off: not yet measured)");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");
@@ -109,6 +112,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_moe_warp_route = f.cuda_moe_warp_route;
   o.cuda_float_norm_prologue = f.cuda_float_norm_prologue;
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
+  o.cuda_moe_pdl = f.cuda_moe_pdl;
   o.mv_pipe = !f.mv_no_pipe;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;

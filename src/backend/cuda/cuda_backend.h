@@ -76,6 +76,11 @@ struct CudaOptions {
   // (cuda_delta_net.cu: conv + silu + q/k l2 norm, delta rule + per-head norm + silu(z) gate;
   // the bits of the six launches), with fuse and lean_kernels.
   bool fuse_deltanet = false;
+  // Not yet run on a GPU: the MoE block's routed matvec launches (matmul_id, matmul_id_swiglu,
+  // the fused expert launches) and its combine + residual add with programmatic dependent
+  // launch (with pdl; the combine with lean_kernels too): they wait for the previous kernel
+  // before they read the routed ids. The same bits.
+  bool moe_pdl = false;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).

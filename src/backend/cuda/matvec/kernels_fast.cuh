@@ -188,6 +188,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   const uint8_t* fq0 = f.q[0];
   const uint8_t* fm0 = f.m[0];
   if (f.ids) {
+    // The ids are the previous kernel's output: under PDL (MvFuse::routed_pdl) wait for it
+    // first, so this launch's weight loads come after the wait (a no-op without the attribute).
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     const int s = static_cast<int>(blockIdx.y);
     int e = f.ids[s];
     if (e < 0) return;  // an unused slot (padding of a grouped prefill launch): the whole block

@@ -46,8 +46,9 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
   const int64_t resident = int64_t{sms} * std::max(occ, 1);
   const int64_t blocks = std::min<int64_t>(ngroups, std::max<int64_t>(1, (resident + slots - 1) / slots));
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(slots));
-  // Routed launches read their expert ids before griddepcontrol.wait: never programmatic.
-  if (!f.pdl || f.ids) {
+  // Routed launches wait before they read their expert ids (so before any weight load):
+  // programmatic only with f.routed_pdl (CudaOptions::moe_pdl).
+  if (!f.pdl || (f.ids && !f.routed_pdl)) {
     kernel<<<grid, kWarps * 32, smem, s>>>(v, x, y, f, wpr);
     return;
   }

@@ -153,6 +153,7 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
       throw Error("CUDA matvec: bad routed-expert launch");
     f.ids = fu.ids, f.table[0] = fu.table[0], f.table[1] = fu.table[1];
     f.n_slots = fu.n_slots, f.n_expert = fu.n_expert, f.x_div = fu.x_div;
+    f.routed_pdl = fu.routed_pdl;
   }
   f.pdl = W.pdl;
   f.pipe = W.pipe;

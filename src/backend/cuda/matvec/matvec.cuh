@@ -130,6 +130,10 @@ struct MatvecFusion {
   const int32_t* ids = nullptr;
   const uint8_t* const* table[2] = {nullptr, nullptr};
   int n_slots = 0, n_expert = 0, x_div = 1;
+  // Routed launches with programmatic dependent launch too (with W.pdl): each block waits for
+  // the previous kernel before it reads ids, so its weight loads no longer overlap that kernel,
+  // but its launch and the previous kernel's tail do. false: routed launches are plain.
+  bool routed_pdl = false;
 };
 
 // matvec with the fusions of f in one launch; false (nothing launched) where this type and n

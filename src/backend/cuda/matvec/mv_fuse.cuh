@@ -43,6 +43,7 @@ struct MvFuse {
   const uint8_t* const* table[2] = {nullptr, nullptr};  // W, then more[0]
   int32_t n_expert = 0, x_div = 1, n_slots = 0;
   bool pdl = false;                    // host side: launched with programmatic dependent launch
+  bool routed_pdl = false;             // host side: routed launches (ids) with PDL too (they wait before the ids)
   bool pipe = false;                   // host side: int8-x kernels with pipelined loads (launch.cuh Dp4aPipe)
   bool stage_x = false;                // int8-x kernels: x staged into shared memory by cp.async first (launch_mv)
   bool float_norm = false;             // host side: the float formats take norm_w (their x in shared memory)
