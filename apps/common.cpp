@@ -53,7 +53,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "rule+norm+gate; the bits of the six launches)");
   app.add_flag("--cuda-moe-pdl,!--no-cuda-moe-pdl", f.cuda_moe_pdl,
                "GPU MoE block's routed expert launches and its combine with programmatic dependent launch (they "
-               "wait for the router before reading its ids; the same bits; default off: not yet measured)");
+               "wait for the router before reading its ids; default on; the same bits)");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");

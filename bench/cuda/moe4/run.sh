@@ -5,6 +5,9 @@
 # without (old, main's default) alternating on the 10-layer file, then new (--profile: the MoE
 # ops now have their own entries, plus the prefill profiled op by op) and old on the 40-layer
 # file, then the half expert cache if the deadline allows.
+# The carry (.devcarry/moe4): bins.tar.xz (stripped diskformer, df_cuda_tests, df_make_model; tar -I 'xz -9'),
+# this script, and lib/libcpp-httplib.so.0.11 (diskformer needs it there; call 1 lacked it). As run: call 1 of
+# bench/cuda/results/h200_2026-12-01_moe4_README.md (its benches failed for that .so; run2.sh is call 2).
 set -uo pipefail
 D=.devcarry/moe4
 python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
