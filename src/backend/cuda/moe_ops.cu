@@ -222,7 +222,7 @@ bool CudaBackend::matmul_id_grouped(const Tensor& W, int64_t n_expert, const Ten
   launch_moe_gather_padded(fp(x), fstride(x), cols, shared_x ? x_of : slot_of, chunk_e, C, xg, st);
   fu.ids = chunk_e;
   fu.n_slots = static_cast<int>(C), fu.n_expert = static_cast<int>(n_expert), fu.x_div = 1;
-  fu.routed_pdl = opt_.moe_pdl;
+  fu.routed_pdl = opt_.moe_pdl && !S;  // resident stacks only: what CudaOps.MoePdlIsThePlainBits checks
   if (!cudamv::matvec_fused(proto, xg, yg, cudamv::kMaxRows, fu, st)) return false;
   launch_gather_rows_f32(yg, m, 8 * C, m, pos_of, n_slots, fp(y), fstride(y), st);
   if (S) experts_->count(*S, chunk_e, C, st);  // one read of its expert per chunk
@@ -255,7 +255,7 @@ bool CudaBackend::matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n
   fu.ids = static_cast<const int32_t*>(ids.data);
   fu.n_slots = static_cast<int>(n * k), fu.n_expert = static_cast<int>(n_expert);
   fu.x_div = shared_x ? static_cast<int>(k) : 1;
-  fu.routed_pdl = opt_.moe_pdl;
+  fu.routed_pdl = opt_.moe_pdl && !Sg;  // resident stacks only: what CudaOps.MoePdlIsThePlainBits checks
   if (!cudamv::matvec_fused(proto, fp(x), fp(y), 1, fu, ctx_->stream())) return false;
   if (Sg) experts_->count(*Sg, fu.ids, n * k, ctx_->stream());
   if (Su) experts_->count(*Su, fu.ids, n * k, ctx_->stream());
@@ -383,7 +383,7 @@ void CudaBackend::moe_combine_add(const Tensor& experts, const Tensor& weights, 
   launch_moe_combine_add(fp(experts), fstride(experts), fp(weights), fstride(weights), k,
                          has_shared ? fp(shared) : nullptr, has_shared ? fstride(shared) : 0,
                          has_shared ? fp(gate) : nullptr, has_shared ? fstride(gate) : 0, fp(x), fstride(x), n, d,
-                         ctx_->stream(), opt_.moe_pdl && small_pdl_);
+                         ctx_->stream());
 }
 
 // Stack W's expert table with a shared expert Ws appended as expert E (2 * (E + 1) pointers:
