@@ -83,6 +83,11 @@ struct CudaOptions {
   // routed ids. The same bits (CudaOps.MoePdlIsThePlainBits passed on the H200); on at the
   // engine level (EngineOptions::cuda_moe_pdl), off here for the plain kernels' tests.
   bool moe_pdl = false;
+  // Matvec weights prefetched into L2 before griddepcontrol.wait (cudamv::Context::set_l2_prefetch):
+  // up to this many bytes a launch (0: none), and (mv_blocks_per_sm > 0) the matvec's persistent
+  // grid capped at that many blocks per SM. The same bits.
+  int64_t l2_prefetch_bytes = 0;
+  int mv_blocks_per_sm = 0;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).
