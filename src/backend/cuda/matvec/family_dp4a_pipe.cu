@@ -94,6 +94,8 @@ bool variant_list(List<Fs...>, const PackedWeight& W, const float* x, float* y, 
                      static_cast<const DevTables*>(W.tables)};
   MvFuse f;
   f.pdl = W.pdl;
+  f.l2_bytes = W.l2_prefetch;
+  f.blocks_per_sm = W.blocks_per_sm;
   auto one = [&]<class F>(F*) {
     return at_n(RowNs{}, n, [&]<class C, int N>(C c, std::integral_constant<int, N>) {
       return launch_code<F, N>(c, v, x, y, code, f, s);
