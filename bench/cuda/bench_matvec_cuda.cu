@@ -6,6 +6,8 @@
 // int8-x kernels (dev_dp4a.cuh) in both modes, old (f32 x) beside new (int8 x). JSON to --out.
 //
 //   bench_matvec_cuda --out matvec_cuda.json [--quick] [--formats q4_0,q8_0]
+//   bench_matvec_cuda --chain q4_0:4b [--chain-cfgs 0:0:0,1:0:0] [--persist 16:0:1,4:0:2]
+//     (a decode step's matvecs as launches, and as one persistent launch: persistent_chain.cuh)
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
