@@ -32,6 +32,7 @@ struct BackendOptions {
   bool cuda_float_norm_prologue = false;  // `cuda`: CudaOptions::float_norm_prologue
   bool cuda_fuse_deltanet = false;        // `cuda`: CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = false;              // `cuda`: CudaOptions::moe_pdl
+  bool cuda_moe_gemm = false;             // `cuda`: CudaOptions::moe_gemm
   bool cuda_mv_no_pipe = false; // `cuda`: int8-x matvecs without the load pipeline (cudamv::Context::pipe)
   // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a
   // device cache of what is free; 0: resident; > 0: in host memory, a cache of this many MiB.

@@ -657,6 +657,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.float_norm_prologue = opt.cuda_float_norm_prologue;
   o.fuse_deltanet = opt.cuda_fuse_deltanet;
   o.moe_pdl = opt.cuda_moe_pdl;
+  o.moe_gemm = opt.cuda_moe_gemm;
   o.mv_pipe = !opt.cuda_mv_no_pipe;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
