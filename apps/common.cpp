@@ -57,7 +57,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--cuda-moe-gemm,!--no-cuda-moe-gemm", f.cuda_moe_gemm,
                "GPU MoE prefill (more than 16 rows): the routed experts by a grouped tensor-core GEMM (tiles of 32 "
                "slots of one expert, f16 operands, SwiGLU in the gate/up epilogue) instead of the grouped matvec "
-               "(default off; within the GEMM's budget, not the matvec's bits)");
+               "(default on; within the GEMM's budget, not the matvec's bits)");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");

@@ -31,7 +31,7 @@ struct ModelFlags {
   bool cuda_float_norm_prologue = true;  // --no-cuda-float-norm-prologue
   bool cuda_fuse_deltanet = true;        // --no-cuda-fuse-deltanet: six DeltaNet launches
   bool cuda_moe_pdl = true;              // --no-cuda-moe-pdl: routed expert launches without PDL
-  bool cuda_moe_gemm = false;            // --cuda-moe-gemm: prefill's routed experts by the grouped GEMM
+  bool cuda_moe_gemm = true;             // --no-cuda-moe-gemm: prefill's routed experts by the grouped matvec
   bool mv_no_pipe = false;
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)
   int64_t gpu_mem = 0;           // --gpu-mem BYTES (CUDA; 0: what is free)

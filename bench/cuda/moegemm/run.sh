@@ -36,9 +36,9 @@ d = json.load(open(sys.argv[1]))
 pp = {p['n_prompt']: round(p['tokens_per_second'], 1) for p in d.get('prefill', [])}
 print('%-12s tg %7.1f tok/s (%.4f ms)  pp %s' % (sys.argv[2], d['decode_tokens_per_second'], d['decode_ms_per_token'], pp))
 pr = d.get('profile', {}).get('prefill')
-if pr:
+if pr:  # (as run, this read keys 'calls' / 'ms' that the JSON does not have and printed zeros; the tables are in err_*_prof.txt)
     for o in pr.get('ops', [])[:14]:
-        print('   %-24s %-26s calls %5d  %8.3f ms' % (o.get('op'), o.get('shape', ''), o.get('calls', 0), o.get('ms', 0)))
+        print('   %-24s %-26s x%5.0f  %8.1f us/call' % (o.get('op'), o.get('shape', ''), o.get('calls_per_token', 0), o.get('us_per_call', 0)))
 PY
 }
 for i in $(seq 60); do grep -q "made L10" $L && break; sleep 1; done
@@ -46,12 +46,12 @@ grep made $L
 F=$M/a3b_L10.gguf
 NEW=--cuda-moe-gemm
 OLD=--no-cuda-moe-gemm
-bench L10_old1 30 $F -p 512 -n 16 -r 2 $OLD
-bench L10_new1 30 $F -p 512 -n 16 -r 2 $NEW
-bench L10_old2 30 $F -p 512 -n 16 -r 2 $OLD
-bench L10_new2 30 $F -p 512 -n 16 -r 2 $NEW
-[ $((SECONDS - T0)) -lt 150 ] && bench L10_new_prof 30 $F -p 512 -n 16 -r 2 $NEW --profile
-[ $((SECONDS - T0)) -lt 165 ] && bench L10_old_prof 30 $F -p 512 -n 16 -r 2 $OLD --profile
+bench L10_old1 25 $F -p 512 -n 16 -r 2 $OLD
+bench L10_new1 25 $F -p 512 -n 16 -r 2 $NEW
+[ $((SECONDS - T0)) -lt 125 ] && bench L10_new_prof 25 $F -p 512 -n 16 -r 2 $NEW --profile
+[ $((SECONDS - T0)) -lt 140 ] && bench L10_old2 20 $F -p 512 -n 16 -r 2 $OLD
+[ $((SECONDS - T0)) -lt 150 ] && bench L10_new2 20 $F -p 512 -n 16 -r 2 $NEW
+[ $((SECONDS - T0)) -lt 155 ] && bench L10_old_prof 20 $F -p 512 -n 16 -r 2 $OLD --profile
 echo "done at $((SECONDS - T0)) s" | tee -a $L
 python3 -c "
 import json,glob,os

@@ -87,7 +87,9 @@ struct CudaOptions {
   // format through the grouped tensor-core GEMM (gemm/grouped.cuh: tiles of 32 slots of one
   // expert from a device table, f16 operands, f32 sums, SwiGLU in the gate/up epilogue)
   // instead of the grouped n = 8 matvec: within the GEMM's budget, not the matvec's bits.
-  // Decode and verify (<= 8 rows) and streamed experts are unchanged.
+  // Decode and verify (<= 8 rows) and streamed experts are unchanged. On at the engine level
+  // (EngineOptions::cuda_moe_gemm; df_cuda_tests on the H200, pp512 2.9x), off here for the
+  // tests of the grouped matvec path.
   bool moe_gemm = false;
 };
 
