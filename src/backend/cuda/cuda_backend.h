@@ -91,6 +91,11 @@ struct CudaOptions {
   // (EngineOptions::cuda_moe_gemm; df_cuda_tests on the H200, pp512 2.9x), off here for the
   // tests of the grouped matvec path.
   bool moe_gemm = false;
+  // Matvec weights prefetched into L2 before griddepcontrol.wait (cudamv::Context::set_l2_prefetch):
+  // up to this many bytes a launch (0: none), and (mv_blocks_per_sm > 0) the matvec's persistent
+  // grid capped at that many blocks per SM. The same bits.
+  int64_t l2_prefetch_bytes = 0;
+  int mv_blocks_per_sm = 0;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).
