@@ -54,6 +54,10 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--cuda-moe-pdl,!--no-cuda-moe-pdl", f.cuda_moe_pdl,
                "GPU MoE block's routed expert launches and its combine with programmatic dependent launch (they "
                "wait for the router before reading its ids; default on; the same bits)");
+  app.add_flag("--cuda-moe-gemm,!--no-cuda-moe-gemm", f.cuda_moe_gemm,
+               "GPU MoE prefill (more than 16 rows): the routed experts by a grouped tensor-core GEMM (tiles of 32 "
+               "slots of one expert, f16 operands, SwiGLU in the gate/up epilogue) instead of the grouped matvec "
+               "(default on; within the GEMM's budget, not the matvec's bits)");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");
@@ -121,6 +125,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_float_norm_prologue = f.cuda_float_norm_prologue;
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
   o.cuda_moe_pdl = f.cuda_moe_pdl;
+  o.cuda_moe_gemm = f.cuda_moe_gemm;
   o.mv_pipe = !f.mv_no_pipe;
   o.cuda_l2_prefetch = f.cuda_l2_prefetch;
   o.cuda_l2_prefetch_mb = f.cuda_l2_prefetch_mb;

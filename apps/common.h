@@ -31,6 +31,7 @@ struct ModelFlags {
   bool cuda_float_norm_prologue = true;  // --no-cuda-float-norm-prologue
   bool cuda_fuse_deltanet = true;        // --no-cuda-fuse-deltanet: six DeltaNet launches
   bool cuda_moe_pdl = true;              // --no-cuda-moe-pdl: routed expert launches without PDL
+  bool cuda_moe_gemm = true;             // --no-cuda-moe-gemm: prefill's routed experts by the grouped matvec
   bool mv_no_pipe = false;
   bool cuda_l2_prefetch = false;     // --cuda-l2-prefetch / --no-cuda-l2-prefetch
   int64_t cuda_l2_prefetch_mb = 24;  // --cuda-l2-prefetch-mb

@@ -49,6 +49,7 @@ struct EngineOptions {
   bool cuda_float_norm_prologue = true;  // CudaOptions::float_norm_prologue
   bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = true;              // CudaOptions::moe_pdl (df_cuda_tests on the H200, helper moe4)
+  bool cuda_moe_gemm = true;             // CudaOptions::moe_gemm (df_cuda_tests on the H200, helper moegemm)
   bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
   // CUDA matvec weights prefetched into L2 before each launch's griddepcontrol.wait, up to
   // cuda_l2_prefetch_mb MiB a launch (CudaOptions::l2_prefetch_bytes; same bits); cuda_mv_blocks_per_sm > 0

@@ -32,6 +32,7 @@ struct BackendOptions {
   bool cuda_float_norm_prologue = false;  // `cuda`: CudaOptions::float_norm_prologue
   bool cuda_fuse_deltanet = false;        // `cuda`: CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = false;              // `cuda`: CudaOptions::moe_pdl
+  bool cuda_moe_gemm = false;             // `cuda`: CudaOptions::moe_gemm
   bool cuda_mv_no_pipe = false; // `cuda`: int8-x matvecs without the load pipeline (cudamv::Context::pipe)
   int64_t cuda_l2_prefetch_bytes = 0;  // `cuda`: CudaOptions::l2_prefetch_bytes
   int cuda_mv_blocks_per_sm = 0;       // `cuda`: CudaOptions::mv_blocks_per_sm
