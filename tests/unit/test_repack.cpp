@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
 #include "kernel_test_util.h"
+#include "op_test_util.h"
 #include "quant/blocks.h"
 #include "quant/cpu/repack.h"
 #include "quant/formats_kquant.h"
@@ -275,6 +276,54 @@ TEST(Repack, BackendOnAndOff) {
         }
         const df::Tensor view_on = won.slice_rows(0, 40), view_off = woff.slice_rows(0, 40);
         EXPECT_EQ(bits(run(bon, view_on, 0, n)), bits(run(boff, view_off, 0, n))) << "view, n " << n;
+      }
+    }
+  }
+}
+
+// An expert stack (weight_stack) is repacked as a whole: matmul_id gives each expert's rows
+// the bits of that expert's matrix loaded alone (weight(), repacked) times the same rows, for
+// experts with few rows (Q4_K, Q6_K: the planar kernels over the huge-page copy) and many;
+// repack off gives the planar kernels' bits.
+TEST(Repack, ExpertStackThroughMatmulId) {
+  if (!df::cpu::repack_supported(df::cpu::best_isa(), GgmlType::Q4_0, 256)) GTEST_SKIP() << "no AVX-512";
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    SCOPED_TRACE(df::type_name(t));
+    const int64_t E = 3, m = 32, k = 256, n = 14, used = 2;
+    const auto W = weight_rows(t, E * m, k, 9);
+    const size_t ebytes = df::row_bytes(t, k) * m;
+    // row r uses experts (0 or 1, 2): expert 0 gets 5 rows, 1 gets 9, 2 gets 14
+    std::vector<int32_t> ids;
+    for (int64_t r = 0; r < n; ++r) {
+      ids.push_back(r % 3 == 0 ? 0 : 1);
+      ids.push_back(2);
+    }
+    std::mt19937 rng(4);
+    auto x = df::test::gaussian(rng, static_cast<size_t>(n * k));
+    for (bool repack : {true, false}) {
+      df::cpu::CpuOptions o;
+      o.threads = 2;
+      o.repack = repack;
+      df::cpu::CpuBackend b(o);
+      const df::Tensor Ws = b.weight_stack(t, k, m, E, W.data());
+      EXPECT_EQ(b.repacked_bytes() > 0, repack);
+      std::vector<float> y(static_cast<size_t>(n * used * m), NAN);
+      b.matmul_id(Ws, E, df::optest::view(x, k), df::optest::view_i32(ids, used), df::optest::view(y, m));
+      for (int32_t e = 0; e < E; ++e) {
+        df::cpu::CpuBackend be(o);
+        const df::Tensor We = be.weight(t, k, m, W.data() + ebytes * static_cast<size_t>(e));
+        std::vector<float> xe;
+        std::vector<int64_t> slots;
+        for (int64_t s = 0; s < n * used; ++s)
+          if (ids[static_cast<size_t>(s)] == e) {
+            slots.push_back(s);
+            xe.insert(xe.end(), x.begin() + s / used * k, x.begin() + (s / used + 1) * k);
+          }
+        std::vector<float> ye(slots.size() * static_cast<size_t>(m));
+        be.matmul(We, df::optest::view(xe, k), df::optest::view(ye, m));
+        for (size_t i = 0; i < slots.size(); ++i)
+          ASSERT_EQ(std::memcmp(ye.data() + i * m, y.data() + slots[i] * m, m * sizeof(float)), 0)
+              << "expert " << e << " (" << slots.size() << " rows) slot " << slots[i] << " repack " << repack;
       }
     }
   }

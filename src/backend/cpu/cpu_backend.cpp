@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -15,6 +16,19 @@
 
 namespace df::cpu {
 namespace {
+
+// MemAvailable of /proc/meminfo in bytes (free memory plus reclaimable caches, the file's
+// mapped pages included); 0 where it cannot be read.
+size_t available_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  while (f >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    f.ignore(256, '\n');
+  }
+  return 0;
+}
 
 class HostBuffer final : public Buffer {
  public:
@@ -86,11 +100,11 @@ Tensor CpuBackend::weight(GgmlType type, int64_t cols, int64_t rows, const void*
   t.cols = cols;
   t.rows = rows;
   t.stride = row_bytes(type, cols);
-  make_repacked(t);
+  make_repacked(t, false);
   return t;
 }
 
-void CpuBackend::make_repacked(const Tensor& t) {
+void CpuBackend::make_repacked(const Tensor& t, bool stack) {
   const void* host = t.data;
   const GgmlType type = t.type;
   const int64_t cols = t.cols, rows = t.rows;
@@ -103,6 +117,14 @@ void CpuBackend::make_repacked(const Tensor& t) {
   // Q8_0's layout sums in another order than llama.cpp's (which has no repacked Q8_0 on x86):
   // only with repack_q8_0_ (--cpu-repack all); else its planar rows are copied (huge pages).
   const bool layout = type != GgmlType::Q8_0 || repack_q8_0_;
+  // The copies live beside the file's mapped pages: once all copies together would take more
+  // than half of the memory there was for them (available now plus copied so far), the other
+  // matrices stay on the mapped planar rows (a model near or over the memory's size keeps
+  // streaming from its file instead of running out of memory).
+  const size_t need = (layout ? cpu::repacked_bytes(type, cols, rows) : 0) +
+                      (!layout || repack_min_rows(type) > 1 ? t.stride * static_cast<size_t>(rows) : 0);
+  const size_t copied = repacked_bytes(), avail = available_memory();
+  if (avail != 0 && copied + need > (avail + copied) / 2) return;
   std::shared_ptr<Buffer> buf;
   if (layout) {  // the repacked copy, written by the pool in groups of rows
     buf = alloc(cpu::repacked_bytes(type, cols, rows));
@@ -123,7 +145,7 @@ void CpuBackend::make_repacked(const Tensor& t) {
                   std::min(part, bytes - o));
     });
   }
-  repacked_.emplace(host, Repacked{cols, rows, std::move(buf), std::move(planar)});
+  repacked_.emplace(host, Repacked{cols, rows, std::move(buf), std::move(planar), stack});
 }
 
 bool CpuBackend::use_repacked(const Repacked* rp, GgmlType t, int64_t n) const {
@@ -144,7 +166,7 @@ Tensor CpuBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int64
   // one repacked copy of all the experts' rows when each expert starts a group of rows
   // (matmul_id multiplies expert e through groups e * rows / G ..), as llama.cpp repacks
   // its expert stacks
-  if (repack_supported(kernels_.isa, type, cols) && rows % repack_group_rows(type) == 0) make_repacked(t);
+  if (repack_supported(kernels_.isa, type, cols) && rows % repack_group_rows(type) == 0) make_repacked(t, true);
   return t;
 }
 

@@ -105,10 +105,14 @@ class CpuBackend final : public Backend {
     // a copy of the planar rows in huge-page memory, which one thread reads ~1.7x faster than
     // the file's mapped pages (streaming, measured under load: 18 vs 31 GB/s); else null.
     std::shared_ptr<Buffer> planar;
+    // made by weight_stack (each expert's rows start a group): matmul_id multiplies through it;
+    // a plain weight's copy serves matmul only (matmul_id of it equals the dense matmul of
+    // each expert's view, which runs the planar rows)
+    bool stack = false;
   };
   const Repacked* repacked(const Tensor& W) const;
   // Makes W's repacked copy when repack is on and W's type and row length have a layout.
-  void make_repacked(const Tensor& W);
+  void make_repacked(const Tensor& W, bool stack);
   // Whether a call of n activation rows multiplies through rp (repack_min_rows).
   bool use_repacked(const Repacked* rp, GgmlType t, int64_t n) const;
 

@@ -161,7 +161,8 @@ void CpuBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, c
   const int64_t chunks_per_expert = (m + chunk - 1) / chunk;
   const int64_t act_block = 64;
   // the stack's repacked copy (weight_stack: each expert starts a group of rows)
-  const Repacked* rp = repacked(W);
+  const Repacked* found = repacked(W);
+  const Repacked* rp = found && found->stack ? found : nullptr;
   const uint8_t* Wp = static_cast<const uint8_t*>(rp && rp->planar ? rp->planar->data() : W.data);
   const size_t expert_bytes = rp ? cpu::repacked_bytes(W.type, cols, m) : 0;
   pool_.parallel_for(n_used * chunks_per_expert, [&](int64_t t, int) {
