@@ -56,9 +56,13 @@ size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows);
 // into the repacked copy dst of all `rows` rows; r0 and r1 multiples of the group size
 // (r1 may be rows). Padding rows of the last group are written as zeros.
 int64_t repack_group_rows(GgmlType t);
-// Activation rows of a call from which the repacked kernel is the faster: 1, or 9 for Q6_K,
-// whose planar decode kernel reads memory faster (measured, 151936 x 1024 from DRAM: 7.3 vs
-// 9.3 ms a GEMV; prefill tiles: the repacked kernel). Calls of fewer rows (decode and verify)
+// Activation rows of a call from which the repacked kernel is used: 1, or 9 for Q6_K, whose
+// planar decode kernel reads memory faster (measured, 151936 x 1024 from DRAM: 7.3 vs 9.3 ms
+// a GEMV; prefill tiles: the repacked kernel), and for Q4_K, whose repacked order at one row
+// moved a router near-tie of the qwen35moe Q4_K_M reference test over its budget (logits
+// 1.2e-3 from llama.cpp's; bench/cpu/results/repack_default_2026-12-01_cpudec.md); its planar
+// decode over a huge-page copy measured 80 tok/CPU-s in a Q4_K_M model against 69 of the
+// repacked one on 4 KiB pages (repacked on huge pages not measured). Calls of fewer rows (decode and verify)
 // then run the planar row-exact kernels, so a row's bits stay independent of the row count up
 // to 8 rows; larger calls (prefill) sum in the repacked order, as Q8_0's prefill tiles do.
 int64_t repack_min_rows(GgmlType t);
