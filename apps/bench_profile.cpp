@@ -12,6 +12,34 @@
 
 namespace df::cli {
 
+#ifdef DF_HAVE_CUDA
+namespace {
+// The entries of a profile per step ("per token"): op, shape, calls, us, share, bytes, GB/s.
+nlohmann::json profile_ops(const cuda::OpProfile& p, double* step_us, double* ops_us) {
+  const double steps = static_cast<double>(std::max<int64_t>(p.steps, 1));
+  *step_us = 1000.0 * p.step_ms / steps;
+  *ops_us = 0;
+  nlohmann::json ops = nlohmann::json::array();
+  for (const cuda::OpProfileEntry& e : p.ops) {
+    const double us = 1000.0 * e.ms / steps;
+    *ops_us += us;
+    nlohmann::json j = {{"op", e.op},
+                        {"shape", e.shape},
+                        {"calls_per_token", static_cast<double>(e.calls) / steps},
+                        {"us_per_token", us},
+                        {"us_per_call", e.calls ? 1000.0 * e.ms / static_cast<double>(e.calls) : 0.0},
+                        {"share_of_step", *step_us > 0 ? us / *step_us : 0.0}};
+    if (e.bytes > 0) {
+      j["bytes_per_token"] = static_cast<double>(e.bytes) / steps;
+      j["gb_per_second"] = e.ms > 0 ? static_cast<double>(e.bytes) / (e.ms * 1e-3) / 1e9 : 0.0;
+    }
+    ops.push_back(j);
+  }
+  return ops;
+}
+}  // namespace
+#endif
+
 void require_profile_backend(Engine& engine) {
 #ifdef DF_HAVE_CUDA
   if (dynamic_cast<cuda::CudaBackend*>(&engine.backend())) return;
@@ -78,25 +106,8 @@ nlohmann::json bench_profile(Engine& engine, const std::vector<Token>& prompt, i
       cb->download(best, &t, sizeof t);
     }
     const cuda::OpProfile p = cb->take_profile();
-    const double steps = static_cast<double>(std::max<int64_t>(p.steps, 1));
-    const double step_us = 1000.0 * p.step_ms / steps;
-    double ops_us = 0;
-    nlohmann::json ops = nlohmann::json::array();
-    for (const cuda::OpProfileEntry& e : p.ops) {
-      const double us = 1000.0 * e.ms / steps;
-      ops_us += us;
-      nlohmann::json j = {{"op", e.op},
-                          {"shape", e.shape},
-                          {"calls_per_token", static_cast<double>(e.calls) / steps},
-                          {"us_per_token", us},
-                          {"us_per_call", e.calls ? 1000.0 * e.ms / static_cast<double>(e.calls) : 0.0},
-                          {"share_of_step", step_us > 0 ? us / step_us : 0.0}};
-      if (e.bytes > 0) {
-        j["bytes_per_token"] = static_cast<double>(e.bytes) / steps;
-        j["gb_per_second"] = e.ms > 0 ? static_cast<double>(e.bytes) / (e.ms * 1e-3) / 1e9 : 0.0;
-      }
-      ops.push_back(j);
-    }
+    double step_us = 0, ops_us = 0;
+    nlohmann::json ops = profile_ops(p, &step_us, &ops_us);
     out = {{"tokens", p.steps},
            {"context_position", static_cast<int64_t>(prompt.size())},
            {"bench_decode_ms_per_token", graph_ms_per_token},
@@ -107,6 +118,31 @@ nlohmann::json bench_profile(Engine& engine, const std::vector<Token>& prompt, i
            {"between_ops_us", step_us - ops_us},
            {"gate_timeouts", p.gate_timeouts},
            {"ops", ops}};
+    // The prompt's prefill as one profiled step (after a warm-up prefill in a session of its
+    // own: the first call of a shape allocates); "per token" there means per prefill call.
+    if (!prompt.empty()) {
+      {
+        Session warm(engine);
+        warm.prefill(prompt);
+      }
+      cb->take_profile();
+      Session ps(engine);
+      const auto t1 = clock::now();
+      cb->profile_step_begin();
+      ps.prefill(prompt);
+      cb->profile_step_end();
+      const double wall_ms = ms_since(t1);
+      const cuda::OpProfile q = cb->take_profile();
+      double pstep_us = 0, pops_us = 0;
+      nlohmann::json pops = profile_ops(q, &pstep_us, &pops_us);
+      out["prefill"] = {{"tokens", static_cast<int64_t>(prompt.size())},
+                        {"wall_ms", wall_ms},
+                        {"profiled_us", pstep_us},
+                        {"ops_us", pops_us},
+                        {"between_ops_us", pstep_us - pops_us},
+                        {"gate_timeouts", q.gate_timeouts},
+                        {"ops", pops}};
+    }
   } catch (...) {
     cb->set_profiling(false);
     throw;
@@ -119,6 +155,21 @@ nlohmann::json bench_profile(Engine& engine, const std::vector<Token>& prompt, i
 #endif
 }
 
+namespace {
+void print_ops(const nlohmann::json& ops) {
+  std::fprintf(stderr, "  %-20s %-28s %9s %10s %9s %7s %9s\n", "op", "shape", "calls/tok", "us/tok", "us/call", "share",
+               "GB/s");
+  for (const auto& e : ops) {
+    char gbs[32] = "";
+    if (e.contains("gb_per_second")) std::snprintf(gbs, sizeof gbs, "%.0f", e["gb_per_second"].get<double>());
+    std::fprintf(stderr, "  %-20s %-28s %9.2f %10.2f %9.2f %6.1f%% %9s\n", e["op"].get<std::string>().c_str(),
+                 e["shape"].get<std::string>().c_str(), e["calls_per_token"].get<double>(),
+                 e["us_per_token"].get<double>(), e["us_per_call"].get<double>(),
+                 100.0 * e["share_of_step"].get<double>(), gbs);
+  }
+}
+}  // namespace
+
 void print_profile(const nlohmann::json& p) {
   std::fprintf(stderr,
                "profile: %lld tokens from position %lld; graph step %.1f us there (bench decode %.1f us), eager %.1f "
@@ -129,15 +180,16 @@ void print_profile(const nlohmann::json& p) {
                1000.0 * p["eager_ms_per_token"].get<double>(),
                p["profiled_step_us"].get<double>(), p["ops_us"].get<double>(), p["between_ops_us"].get<double>(),
                static_cast<long long>(p["gate_timeouts"].get<int64_t>()));
-  std::fprintf(stderr, "  %-16s %-28s %9s %10s %9s %7s %9s\n", "op", "shape", "calls/tok", "us/tok", "us/call", "share",
-               "GB/s");
-  for (const auto& e : p["ops"]) {
-    char gbs[32] = "";
-    if (e.contains("gb_per_second")) std::snprintf(gbs, sizeof gbs, "%.0f", e["gb_per_second"].get<double>());
-    std::fprintf(stderr, "  %-16s %-28s %9.2f %10.2f %9.2f %6.1f%% %9s\n", e["op"].get<std::string>().c_str(),
-                 e["shape"].get<std::string>().c_str(), e["calls_per_token"].get<double>(),
-                 e["us_per_token"].get<double>(), e["us_per_call"].get<double>(),
-                 100.0 * e["share_of_step"].get<double>(), gbs);
+  print_ops(p["ops"]);
+  if (p.contains("prefill")) {
+    const auto& q = p["prefill"];
+    std::fprintf(stderr,
+                 "prefill profile: %lld tokens in one call, wall %.2f ms, profiled %.1f us = ops %.1f + between ops "
+                 "%.1f; gate timeouts %lld\n",
+                 static_cast<long long>(q["tokens"].get<int64_t>()), q["wall_ms"].get<double>(),
+                 q["profiled_us"].get<double>(), q["ops_us"].get<double>(), q["between_ops_us"].get<double>(),
+                 static_cast<long long>(q["gate_timeouts"].get<int64_t>()));
+    print_ops(q["ops"]);
   }
 }
 

@@ -5,6 +5,7 @@
 // shape): calls/token, us/token, share of the step, weight bytes/token and GB/s; beside it
 // the graph step at the same positions (a session of its own), the bench's decode step (from
 // position 1) and the eager step without events. Positions: after the first -p prompt.
+// Then (JSON "prefill") the first -p prompt's prefill as one profiled call, op by op.
 #pragma once
 #include <vector>
 

@@ -52,9 +52,20 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--cuda-fuse-deltanet,!--no-cuda-fuse-deltanet", f.cuda_fuse_deltanet,
                "GPU qwen35 DeltaNet core of 1..8 rows in two launches (default on; conv+silu+l2 norm, delta "
                "rule+norm+gate; the bits of the six launches)");
+  app.add_flag("--cuda-moe-pdl,!--no-cuda-moe-pdl", f.cuda_moe_pdl,
+               "GPU MoE block's routed expert launches and its combine with programmatic dependent launch (they "
+               "wait for the router before reading its ids; default on; the same bits)");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");
+  app.add_flag("--cuda-l2-prefetch,!--no-cuda-l2-prefetch", f.cuda_l2_prefetch,
+               "GPU matvecs prefetch their weights into L2 (cp.async.bulk.prefetch) before waiting for the previous "
+               "kernel, up to --cuda-l2-prefetch-mb a launch (default off; the same bits)");
+  app.add_option("--cuda-l2-prefetch-mb", f.cuda_l2_prefetch_mb, "with --cuda-l2-prefetch: MiB a matvec launch prefetches (default 24)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--cuda-mv-blocks-per-sm", f.cuda_mv_blocks_per_sm,
+                 "GPU matvec's persistent grid capped at this many blocks per SM (0, default: the occupancy)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
@@ -111,7 +122,11 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_moe_warp_route = f.cuda_moe_warp_route;
   o.cuda_float_norm_prologue = f.cuda_float_norm_prologue;
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
+  o.cuda_moe_pdl = f.cuda_moe_pdl;
   o.mv_pipe = !f.mv_no_pipe;
+  o.cuda_l2_prefetch = f.cuda_l2_prefetch;
+  o.cuda_l2_prefetch_mb = f.cuda_l2_prefetch_mb;
+  o.cuda_mv_blocks_per_sm = f.cuda_mv_blocks_per_sm;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;

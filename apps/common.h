@@ -30,7 +30,11 @@ struct ModelFlags {
   bool cuda_moe_warp_route = true;       // --no-cuda-moe-warp-route: the block router
   bool cuda_float_norm_prologue = true;  // --no-cuda-float-norm-prologue
   bool cuda_fuse_deltanet = true;        // --no-cuda-fuse-deltanet: six DeltaNet launches
+  bool cuda_moe_pdl = true;              // --no-cuda-moe-pdl: routed expert launches without PDL
   bool mv_no_pipe = false;
+  bool cuda_l2_prefetch = false;     // --cuda-l2-prefetch / --no-cuda-l2-prefetch
+  int64_t cuda_l2_prefetch_mb = 24;  // --cuda-l2-prefetch-mb
+  int cuda_mv_blocks_per_sm = 0;     // --cuda-mv-blocks-per-sm
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)
   int64_t gpu_mem = 0;           // --gpu-mem BYTES (CUDA; 0: what is free)
   int64_t checkpoint_every = 0;  // recurrent-state checkpoint every N tokens (0: none)

@@ -374,6 +374,143 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
   return res;
 }
 
+// ---- a decode step's matvecs in a chain (--chain): the layers' real sequence ----
+// Per layer, as the backend launches them: norm + Q|K|V (three matrices over the normed x),
+// o (x: the Q output), norm + the SwiGLU gate/up pair (x: the o output), down (x: the SwiGLU
+// output, into the residual the next layer's norm reads), `layers` times in one graph, each
+// layer with weights of its own (rows copied from random tiles). GB/s = packed weight bytes
+// of the chain / its time, beside a chain of the read kernel over the same weights.
+struct ChainShape {
+  std::string name;
+  int64_t hidden, q, k, v, o_in, ffn;
+  int layers;
+};
+struct ChainCfg {
+  bool pdl;
+  int64_t l2_mb;
+  int per_sm;
+};
+
+json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, const std::vector<ChainCfg>& cfgs,
+           cudaStream_t s) {
+  std::vector<mv::PackedWeight> tiles;
+  auto tile_of = [&](int64_t cols) -> const mv::PackedWeight& {
+    for (auto& tl : tiles)
+      if (tl.cols == cols) return tl;
+    const auto b = mt::random_blocks(t, cols, 64, 7000 + static_cast<uint64_t>(cols));
+    tiles.push_back(mv::pack_weight(ctx, t, cols, 64, b.data()));
+    return tiles.back();
+  };
+  tile_of(sh.hidden), tile_of(sh.o_in), tile_of(sh.ffn);
+  struct Layer {
+    mv::PackedWeight wq, wk, wv, wo, wg, wu, wd;
+  };
+  std::vector<Layer> L(static_cast<size_t>(sh.layers));
+  size_t bytes = 0;
+  for (auto& l : L) {
+    l.wq = replicate(tile_of(sh.hidden), sh.q), l.wk = replicate(tile_of(sh.hidden), sh.k);
+    l.wv = replicate(tile_of(sh.hidden), sh.v), l.wo = replicate(tile_of(sh.o_in), sh.hidden);
+    l.wg = replicate(tile_of(sh.hidden), sh.ffn), l.wu = replicate(tile_of(sh.hidden), sh.ffn);
+    l.wd = replicate(tile_of(sh.ffn), sh.hidden);
+    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wg, &l.wu, &l.wd}) bytes += w->bytes;
+  }
+  const auto x0 = mt::random_x(sh.hidden, 31), nw = mt::random_x(sh.hidden, 32);
+  DevBuf resid(sh.hidden * 4), dn(sh.hidden * 4), q(sh.q * 4), k(sh.k * 4), v(sh.v * 4), o(sh.hidden * 4),
+      h(sh.ffn * 4), sink(4);
+  ck(cudaMemcpy(dn.p, nw.data(), nw.size() * 4, cudaMemcpyHostToDevice), "norm w");
+  auto set = [&](const ChainCfg& c) {
+    for (auto& l : L)
+      for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wg, &l.wu, &l.wd})
+        w->pdl = c.pdl, w->pipe = true, w->l2_prefetch = c.l2_mb << 20, w->blocks_per_sm = c.per_sm;
+  };
+  auto record = [&](cudaStream_t st) {
+    for (auto& l : L) {
+      mv::MatvecFusion fu;
+      fu.more[0] = &l.wk, fu.more[1] = &l.wv, fu.y_more[0] = k.f(), fu.y_more[1] = v.f();
+      fu.norm_w = dn.f(), fu.eps = 1e-6f;
+      if (!mv::matvec_fused(l.wq, resid.f(), q.f(), 1, fu, st)) throw df::Error("chain: qkv not fused");
+      mv::matvec(l.wo, q.f(), o.f(), 1, st);
+      mv::MatvecFusion sw;
+      sw.more[0] = &l.wu, sw.swiglu = true, sw.norm_w = dn.f(), sw.eps = 1e-6f;
+      if (!mv::matvec_fused(l.wg, o.f(), h.f(), 1, sw, st)) throw df::Error("chain: gate/up not fused");
+      mv::matvec(l.wd, h.f(), resid.f(), 1, st);
+    }
+  };
+  int sms = 1;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  auto record_read = [&](cudaStream_t st) {
+    for (auto& l : L)
+      for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wg, &l.wu, &l.wd})
+        read_kernel<<<sms * 8, 512, 0, st>>>(reinterpret_cast<const uint4*>(w->data), w->bytes / 16,
+                                             static_cast<unsigned*>(sink.p));
+  };
+  // Median time (ms) of the recorded chain in a graph; `out`: the residual after one chain
+  // from x0 (the bits every configuration must give).
+  auto time_graph = [&](auto&& rec, std::vector<float>* out) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
+    rec(s);
+    ck(cudaStreamEndCapture(s, &g), "capture end");
+    ck(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+    if (out) {
+      ck(cudaMemcpyAsync(resid.p, x0.data(), x0.size() * 4, cudaMemcpyHostToDevice, s), "x0");
+      ck(cudaGraphLaunch(ge, s), "graph");
+      out->resize(static_cast<size_t>(sh.hidden));
+      ck(cudaMemcpyAsync(out->data(), resid.p, out->size() * 4, cudaMemcpyDeviceToHost, s), "resid");
+    }
+    ck(cudaGraphLaunch(ge, s), "graph");
+    ck(cudaStreamSynchronize(s), "graph run");
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    std::vector<double> ms;
+    for (int rep = 0; rep < 7; ++rep) {
+      cudaEventRecord(a, s);
+      ck(cudaGraphLaunch(ge, s), "graph");
+      cudaEventRecord(b, s);
+      ck(cudaEventSynchronize(b), "graph run");
+      float tm = 0;
+      cudaEventElapsedTime(&tm, a, b);
+      ms.push_back(tm);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return median(ms);
+  };
+  json res = {{"type", std::string(df::type_name(t))}, {"shape", sh.name}, {"layers", sh.layers},
+              {"launches", 4 * sh.layers}, {"packed_bytes", bytes}};
+  const double read_ms = time_graph(record_read, nullptr);
+  res["read_kernel_chain"] = {{"ms", read_ms}, {"gbs", bytes / (read_ms * 1e-3) / 1e9},
+                              {"pct_of_read_bw", 100.0 * bytes / (read_ms * 1e-3) / 1e9 / bw}};
+  std::printf("chain %-5s %-4s %d layers %.1f MB: read-kernel chain %.3f ms %5.0f GB/s\n",
+              std::string(df::type_name(t)).c_str(), sh.name.c_str(), sh.layers, bytes / 1e6, read_ms,
+              bytes / (read_ms * 1e-3) / 1e9);
+  std::vector<float> base;
+  json runs = json::array();
+  for (const ChainCfg& c : cfgs) {
+    set(c);
+    std::vector<float> out;
+    const double ms = time_graph(record, &out);
+    if (base.empty()) base = out;
+    bool finite = true;
+    for (float f : out) finite = finite && std::isfinite(f);
+    const bool same = std::memcmp(out.data(), base.data(), out.size() * 4) == 0;
+    const double gbs = bytes / (ms * 1e-3) / 1e9;
+    runs.push_back({{"pdl", c.pdl}, {"l2_mb", c.l2_mb}, {"blocks_per_sm", c.per_sm}, {"ms", ms}, {"gbs", gbs},
+                    {"pct_of_read_bw", 100.0 * gbs / bw}, {"us_per_launch", 1e3 * ms / (4 * sh.layers)},
+                    {"bits_equal_first", same}, {"finite", finite}});
+    std::printf("   pdl %d l2 %5lld MB per_sm %d: %.3f ms %5.0f GB/s (%4.1f %%)%s\n", c.pdl ? 1 : 0,
+                static_cast<long long>(c.l2_mb), c.per_sm, ms, gbs, 100.0 * gbs / bw,
+                same && finite ? "" : " (BITS DIFFER or not finite)");
+    std::fflush(stdout);
+  }
+  res["runs"] = runs;
+  return res;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -390,6 +527,11 @@ int main(int argc, char** argv) {
   std::string shapes_arg;
   app.add_option("--shapes", shapes_arg, "comma-separated ROWSxCOLS of the speed shapes to run (default: all)");
   app.add_option("--pipe-codes", pipe_arg, "pipelined int8-x variants to time (5000 + 100 D + 10 RW + U; empty: none)");
+  std::string chain_arg, chain_cfg_arg = "0:0:0,1:0:0,1:8:0,1:16:0,1:24:0,1:48:0,1:1024:0,1:0:1,1:8:1,1:24:1,1:1024:1,0:24:0,0:1024:0";
+  app.add_option("--chain", chain_arg,
+                 "only the decode chain (no validation, no shapes): comma-separated TYPE:SHAPE, SHAPE 4b or 27b "
+                 "(e.g. q4_0:4b,q8_0:4b,q4_0:27b)");
+  app.add_option("--chain-cfgs", chain_cfg_arg, "chain configurations PDL:L2_MB:BLOCKS_PER_SM, comma-separated");
   CLI11_PARSE(app, argc, argv);
   try {
     int ndev = 0;
@@ -414,6 +556,44 @@ int main(int argc, char** argv) {
     std::printf("read bandwidth: %.0f GB/s (median), %.0f best\n", bw, j["read_bandwidth"]["gbs_best"].get<double>());
 
     mv::Context ctx;
+    if (!chain_arg.empty()) {
+      auto split = [](const std::string& a, char sep) {
+        std::vector<std::string> out;
+        for (size_t i = 0; i <= a.size();) {
+          const size_t e = std::min(a.find(sep, i), a.size());
+          if (e > i) out.push_back(a.substr(i, e - i));
+          i = e + 1;
+        }
+        return out;
+      };
+      std::vector<ChainCfg> cfgs;
+      for (const auto& c : split(chain_cfg_arg, ',')) {
+        const auto f = split(c, ':');
+        if (f.size() != 3) throw df::Error("--chain-cfgs: PDL:L2_MB:BLOCKS_PER_SM, got " + c);
+        cfgs.push_back({std::stoi(f[0]) != 0, std::stoll(f[1]), std::stoi(f[2])});
+      }
+      const ChainShape shapes[] = {{"4b", 2560, 4096, 1024, 1024, 4096, 9728, 36},
+                                   {"27b", 5120, 10240, 6144, 96, 6144, 17408, 16}};
+      cudaStream_t s;
+      ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+      json ch = json::array();
+      for (const auto& item : split(chain_arg, ',')) {
+        const auto f = split(item, ':');
+        const ChainShape* sh = nullptr;
+        for (const auto& c : shapes)
+          if (f.size() == 2 && c.name == f[1]) sh = &c;
+        GgmlType t = GgmlType::F32;
+        bool found = false;
+        for (GgmlType u : mt::all_weight_types())
+          if (f.size() == 2 && std::string(df::type_name(u)) == f[0]) t = u, found = true;
+        if (!sh || !found) throw df::Error("--chain: TYPE:SHAPE (shape 4b or 27b), got " + item);
+        ch.push_back(chain(ctx, t, *sh, bw, cfgs, s));
+      }
+      j["chain"] = ch;
+      std::ofstream(out_path) << j.dump(1) << "\n";
+      std::printf("wrote %s\n", out_path.c_str());
+      return 0;
+    }
     json val = json::array();
     for (GgmlType t : no_validate ? std::vector<GgmlType>{} : types)
       for (bool int8 : {false, true}) {

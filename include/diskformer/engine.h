@@ -48,7 +48,14 @@ struct EngineOptions {
   bool cuda_moe_warp_route = true;       // CudaOptions::moe_warp_route
   bool cuda_float_norm_prologue = true;  // CudaOptions::float_norm_prologue
   bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
+  bool cuda_moe_pdl = true;              // CudaOptions::moe_pdl (df_cuda_tests on the H200, helper moe4)
   bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
+  // CUDA matvec weights prefetched into L2 before each launch's griddepcontrol.wait, up to
+  // cuda_l2_prefetch_mb MiB a launch (CudaOptions::l2_prefetch_bytes; same bits); cuda_mv_blocks_per_sm > 0
+  // caps the matvec's persistent grid per SM (CudaOptions::mv_blocks_per_sm).
+  bool cuda_l2_prefetch = false;
+  int64_t cuda_l2_prefetch_mb = 24;
+  int cuda_mv_blocks_per_sm = 0;
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV

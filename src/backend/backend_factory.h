@@ -32,7 +32,10 @@ struct BackendOptions {
   bool cuda_moe_warp_route = false;       // `cuda`: CudaOptions::moe_warp_route
   bool cuda_float_norm_prologue = false;  // `cuda`: CudaOptions::float_norm_prologue
   bool cuda_fuse_deltanet = false;        // `cuda`: CudaOptions::fuse_deltanet
+  bool cuda_moe_pdl = false;              // `cuda`: CudaOptions::moe_pdl
   bool cuda_mv_no_pipe = false; // `cuda`: int8-x matvecs without the load pipeline (cudamv::Context::pipe)
+  int64_t cuda_l2_prefetch_bytes = 0;  // `cuda`: CudaOptions::l2_prefetch_bytes
+  int cuda_mv_blocks_per_sm = 0;       // `cuda`: CudaOptions::mv_blocks_per_sm
   // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a
   // device cache of what is free; 0: resident; > 0: in host memory, a cache of this many MiB.
   int64_t cuda_expert_cache_mb = -1;

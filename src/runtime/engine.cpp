@@ -57,7 +57,10 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_moe_warp_route = opt.cuda_moe_warp_route;
   bo.cuda_float_norm_prologue = opt.cuda_float_norm_prologue;
   bo.cuda_fuse_deltanet = opt.cuda_fuse_deltanet;
+  bo.cuda_moe_pdl = opt.cuda_moe_pdl;
   bo.cuda_mv_no_pipe = !opt.mv_pipe;
+  bo.cuda_l2_prefetch_bytes = opt.cuda_l2_prefetch ? opt.cuda_l2_prefetch_mb << 20 : 0;
+  bo.cuda_mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;
   bo.cuda_gpu_mem_bytes = opt.gpu_mem_bytes;
   e->backend_ = make_backend(bo);

@@ -703,5 +703,109 @@ TEST(CudaOps, MoeExpertsFusedIsTheStreamedBits) {
   EXPECT_GT(st.misses, 0u);
 }
 
+// CudaOptions::moe_pdl (routed matvec launches and the combine with programmatic dependent
+// launch; each waits for the previous kernel before it reads the routed ids) gives the plain
+// launches' bits: the fused expert part of a MoE block (1, 3 and 8 rows), eager and replayed
+// from a recorded graph step after step, the unfused gate/up and down products of a verify
+// batch (matmul_id_swiglu, matmul_id over 3 rows) and a grouped prefill call (300 rows).
+TEST(CudaOps, MoePdlIsThePlainBits) {
+  DF_REQUIRE_GPU();
+  const int64_t E = 64, k = 8, dim = 1024, m = 256;
+  auto quant = [](int64_t rows, int64_t cols, uint32_t seed) {
+    const size_t rb = row_bytes(GgmlType::Q4_K, cols);
+    std::vector<uint8_t> q(rb * static_cast<size_t>(rows));
+    const auto f = randn(static_cast<size_t>(rows * cols), seed, 0.1f);
+    for (int64_t r = 0; r < rows; ++r) cpu::quantize_row_ref(GgmlType::Q4_K, f.data() + r * cols, q.data() + rb * r, cols);
+    return q;
+  };
+  const auto gq = quant(E * m, dim, 501), uq = quant(E * m, dim, 502), dq = quant(E * dim, m, 503);
+  const auto sgq = quant(m, dim, 504), suq = quant(m, dim, 505), sdq = quant(dim, m, 506);
+  cuda::CudaOptions po;
+  po.moe_pdl = true;
+  po.moe_warp_route = true;  // the router launched with PDL before the routed launches
+  cuda::CudaBackend pdl(po);
+  cuda::CudaOptions qo;
+  qo.moe_warp_route = true;
+  cuda::CudaBackend plain(qo);
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  // Five steps of the expert part on new x: eager on both; on `pdl` also step 0 eager, step 1
+  // recorded, steps 2-4 replayed.
+  auto steps = [&](cuda::CudaBackend& b, int64_t n, bool graph) {
+    std::vector<Held> held;
+    auto f32 = [&](const std::vector<float>& v, int64_t c) {
+      held.push_back(put_f32(b, v, c));
+      return held.back().t;
+    };
+    auto zeros = [&](int64_t r, int64_t c) { return f32(std::vector<float>(static_cast<size_t>(r * c), NAN), c); };
+    MoeExperts a;
+    a.gate_exps = b.weight_stack(GgmlType::Q4_K, dim, m, E, gq.data());
+    a.up_exps = b.weight_stack(GgmlType::Q4_K, dim, m, E, uq.data());
+    a.down_exps = b.weight_stack(GgmlType::Q4_K, m, dim, E, dq.data());
+    a.n_expert = E;
+    a.shexp_gate = b.weight(GgmlType::Q4_K, dim, m, sgq.data());
+    a.shexp_up = b.weight(GgmlType::Q4_K, dim, m, suq.data());
+    a.shexp_down = b.weight(GgmlType::Q4_K, m, dim, sdq.data());
+    auto gv = randn(static_cast<size_t>(n), 530 + n);
+    for (float& v : gv) v = 1.0f / (1.0f + std::exp(-v));
+    auto nv = randn(static_cast<size_t>(dim), 540, 0.2f);
+    for (float& v : nv) v += 1.0f;
+    a.logits = zeros(n, E);
+    a.sh_g = f32(gv, 1);
+    held.push_back(put(b, GgmlType::I32, k, n, nullptr));
+    a.ids = held.back().t;
+    a.weights = zeros(n, k), a.gate = zeros(n * k, m), a.up = zeros(n * k, m), a.down = zeros(n * k, dim);
+    a.sh_gate = zeros(n, m), a.sh_up = zeros(n, m), a.sh_out = zeros(n, dim), a.out = zeros(n, dim);
+    const Tensor x = zeros(n, dim), norm = f32(nv, dim), xn = zeros(n, dim);
+    auto step = [&] { b.moe_experts_residual(a, x, norm, 1e-6f, xn); };
+    std::unique_ptr<OpGraph> exec;
+    std::vector<float> all;
+    for (uint32_t t = 0; t < 5; ++t) {
+      const auto lv = randn(static_cast<size_t>(n * E), 550 + 10 * t + static_cast<uint32_t>(n), 2.0f);
+      const auto xv = randn(static_cast<size_t>(n * dim), 600 + 10 * t + static_cast<uint32_t>(n));
+      b.upload(a.logits, lv.data(), a.logits.nbytes());
+      b.upload(x, xv.data(), x.nbytes());
+      if (!graph || t == 0) {
+        step();
+      } else if (!exec) {
+        exec = b.record(step);  // records and runs this step
+        EXPECT_TRUE(exec);
+      } else {
+        b.replay(*exec);
+      }
+      const auto v = get_f32(b, x);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  };
+  for (int64_t n : {1, 3, 8}) {
+    const auto ref = steps(plain, n, false);
+    EXPECT_TRUE(same_bits(ref, steps(pdl, n, false))) << "eager, n=" << n;
+    EXPECT_TRUE(same_bits(ref, steps(pdl, n, true))) << "graph replay, n=" << n;
+  }
+  // The unfused routed products: a 3-row verify batch (one launch over its slots) and a
+  // 300-row prefill call (grouped on the device, chunks of 8 rows per expert).
+  for (int64_t n : {3, 300}) {
+    auto run = [&](cuda::CudaBackend& b) {
+      const Tensor G = b.weight_stack(GgmlType::Q4_K, dim, m, E, gq.data());
+      const Tensor U = b.weight_stack(GgmlType::Q4_K, dim, m, E, uq.data());
+      const Tensor D = b.weight_stack(GgmlType::Q4_K, m, dim, E, dq.data());
+      auto l = put_f32(b, randn(static_cast<size_t>(n * E), 700 + static_cast<uint32_t>(n), 2.0f), E);
+      auto ids = put(b, GgmlType::I32, k, n, nullptr);
+      auto w = put_f32(b, std::vector<float>(static_cast<size_t>(n * k)), k);
+      b.moe_route(l.t, true, 0.0f, ids.t, w.t);
+      auto x = put_f32(b, randn(static_cast<size_t>(n * dim), 710 + static_cast<uint32_t>(n)), dim);
+      auto gate = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * m), NAN), m);
+      auto up = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * m), NAN), m);
+      auto y = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * dim), NAN), dim);
+      b.matmul_id_swiglu(G, U, E, x.t, ids.t, gate.t, up.t);
+      b.matmul_id(D, E, gate.t, ids.t, y.t);
+      return get_f32(b, y.t);
+    };
+    EXPECT_TRUE(same_bits(run(plain), run(pdl))) << "matmul_id, n=" << n;
+  }
+}
+
 }  // namespace
 }  // namespace df::cudatest

@@ -173,6 +173,81 @@ TEST(MatvecCudaPipe, PipelinedGivesTheUnpipelinedBits) {
   }
 }
 
+// The L2 prefetch (PackedWeight::l2_prefetch, blocks_per_sm: MvFuse::l2_bytes) only moves
+// weight bytes into L2 and shrinks the grid: every row's bits must equal those without it, for
+// the int8-x kernels (pipelined and not), f32-x planar and raw formats, n = 1 and 3, plain
+// and fused launches, a bound that covers all of the weight and one that covers a part.
+TEST(MatvecCudaL2Prefetch, PrefetchGivesTheSameBits) {
+  DF_SKIP_WITHOUT_GPU();
+  Context ctx(true, true, true);
+  struct Cfg {
+    int64_t bytes;
+    int per_sm;
+  };
+  const Cfg cfgs[] = {{int64_t{1} << 30, 0}, {int64_t{1} << 16, 0}, {int64_t{1} << 30, 1}, {0, 1}};
+  auto set = [](PackedWeight* w, const Cfg& c) {
+    if (w) w->l2_prefetch = c.bytes, w->blocks_per_sm = c.per_sm;
+  };
+  auto run = [&](PackedWeight& W, const float* x, float* y, int n, int64_t ny, const Cfg& c, const MatvecFusion* fu,
+                 PackedWeight* more0, PackedWeight* more1) {
+    set(&W, c), set(more0, c), set(more1, c);
+    EXPECT_EQ(cudaMemset(y, 0xff, n * ny * 4), cudaSuccess);
+    if (fu) EXPECT_TRUE(matvec_fused(W, x, y, n, *fu, nullptr));
+    else matvec(W, x, y, n, nullptr);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> h(static_cast<size_t>(n * ny));
+    EXPECT_EQ(cudaMemcpy(h.data(), y, n * ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (float f : h) EXPECT_TRUE(std::isfinite(f));
+    return h;
+  };
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::F16}) {
+    const int64_t shapes[][2] = {{67, 768}, {9000, 512}, {4500, 2560}};
+    for (const auto& sh : shapes)
+      for (int n : {1, 3}) {
+        const int64_t rows = sh[0], cols = sh[1];
+        SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " n " +
+                     std::to_string(n));
+        const auto blocks = testing::random_blocks(t, cols, rows, 60 + rows);
+        PackedWeight W = pack_weight(ctx, t, cols, rows, blocks.data());
+        const auto x = testing::random_x(n * cols, 61 + rows);
+        DeviceBuffer<float> dx(x.size()), dy(n * rows);
+        ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        const auto a = run(W, dx.p, dy.p, n, rows, Cfg{0, 0}, nullptr, nullptr, nullptr);
+        for (const Cfg& c : cfgs) {
+          const auto b = run(W, dx.p, dy.p, n, rows, c, nullptr, nullptr, nullptr);
+          ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << c.bytes << " " << c.per_sm;
+        }
+      }
+    if (t == GgmlType::F16 || t == GgmlType::Q5_K) continue;  // the fusions below: the planar formats
+    // Fused: norm + Q|K|V-like matrices and the SwiGLU pair.
+    const int64_t cols = 2560, r0 = 1024, r1 = 256, r2 = 96;
+    SCOPED_TRACE(std::string(type_name(t)) + " fused");
+    const auto b0 = testing::random_blocks(t, cols, r0, 70), b1 = testing::random_blocks(t, cols, r1, 71),
+               b2 = testing::random_blocks(t, cols, r2, 72), b3 = testing::random_blocks(t, cols, r0, 73);
+    PackedWeight W0 = pack_weight(ctx, t, cols, r0, b0.data()), W1 = pack_weight(ctx, t, cols, r1, b1.data()),
+                 W2 = pack_weight(ctx, t, cols, r2, b2.data()), W3 = pack_weight(ctx, t, cols, r0, b3.data());
+    const auto x = testing::random_x(cols, 74), nw = testing::random_x(cols, 75);
+    DeviceBuffer<float> dx(cols), dn(cols), dy(r0 + r1 + r2);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), cols * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dn.p, nw.data(), cols * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    MatvecFusion fu;
+    fu.more[0] = &W1, fu.more[1] = &W2;
+    fu.y_more[0] = dy.p + r0, fu.y_more[1] = dy.p + r0 + r1;
+    fu.epi[0] = 0, fu.epi[1] = 2, fu.epi[2] = 2;
+    fu.norm_w = dn.p, fu.eps = 1e-6f;
+    MatvecFusion sw;
+    sw.more[0] = &W3, sw.swiglu = true, sw.norm_w = dn.p, sw.eps = 1e-6f;
+    const auto a = run(W0, dx.p, dy.p, 1, r0 + r1 + r2, Cfg{0, 0}, &fu, &W1, &W2);
+    const auto c = run(W0, dx.p, dy.p, 1, r0, Cfg{0, 0}, &sw, &W3, nullptr);
+    for (const Cfg& g : cfgs) {
+      const auto b = run(W0, dx.p, dy.p, 1, r0 + r1 + r2, g, &fu, &W1, &W2);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << g.bytes << " " << g.per_sm;
+      const auto d = run(W0, dx.p, dy.p, 1, r0, g, &sw, &W3, nullptr);
+      ASSERT_EQ(std::memcmp(c.data(), d.data(), c.size() * 4), 0) << g.bytes << " " << g.per_sm;
+    }
+  }
+}
+
 TEST(MatvecCudaErrors, BadArguments) {
   DF_SKIP_WITHOUT_GPU();
   EXPECT_THROW(packed_bytes(GgmlType::Q4_K, 100, 4), Error);  // not a multiple of 256

@@ -108,6 +108,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
     throw Error("cuda: device " + std::to_string(opt.device) + " does not exist (" + std::to_string(n) + " found)");
   ctx_ = std::make_unique<CudaContext>(opt.device);
   weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl, opt.mv_pipe);
+  weights_->tables.set_l2_prefetch(opt.l2_prefetch_bytes, opt.mv_blocks_per_sm);
   fuse_ = opt.fuse;
   lean_ = opt.lean_kernels;
   fuse_deltanet_ = opt.fuse_deltanet;
@@ -656,7 +657,10 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.moe_warp_route = opt.cuda_moe_warp_route;
   o.float_norm_prologue = opt.cuda_float_norm_prologue;
   o.fuse_deltanet = opt.cuda_fuse_deltanet;
+  o.moe_pdl = opt.cuda_moe_pdl;
   o.mv_pipe = !opt.cuda_mv_no_pipe;
+  o.l2_prefetch_bytes = opt.cuda_l2_prefetch_bytes;
+  o.mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
   return std::make_unique<CudaBackend>(o);

@@ -76,6 +76,18 @@ struct CudaOptions {
   // (cuda_delta_net.cu: conv + silu + q/k l2 norm, delta rule + per-head norm + silu(z) gate;
   // the bits of the six launches), with fuse and lean_kernels.
   bool fuse_deltanet = false;
+  // The MoE block's routed matvec launches over resident stacks (matmul_id, matmul_id_swiglu,
+  // the fused expert launches; streamed experts keep plain launches: not yet checked with it)
+  // and the fused block's combine + residual add with programmatic dependent launch (with pdl;
+  // the combine with lean_kernels too): they wait for the previous kernel before they read the
+  // routed ids. The same bits (CudaOps.MoePdlIsThePlainBits passed on the H200); on at the
+  // engine level (EngineOptions::cuda_moe_pdl), off here for the plain kernels' tests.
+  bool moe_pdl = false;
+  // Matvec weights prefetched into L2 before griddepcontrol.wait (cudamv::Context::set_l2_prefetch):
+  // up to this many bytes a launch (0: none), and (mv_blocks_per_sm > 0) the matvec's persistent
+  // grid capped at that many blocks per SM. The same bits.
+  int64_t l2_prefetch_bytes = 0;
+  int mv_blocks_per_sm = 0;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).

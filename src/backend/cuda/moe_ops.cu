@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/expert_cache.h"
+#include "backend/cuda/op_profile.h"
 #include "backend/cuda/ops/get_rows.cuh"
 #include "backend/cuda/ops/moe.cuh"
 #include "backend/cuda/ops/rms_norm.cuh"
@@ -37,6 +38,18 @@ size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 // the stop-20 block per row (the same bits).
 MoeRouteKernel route_kernel(const CudaOptions& o) {
   return o.moe_warp_route && !o.moe_legacy ? MoeRouteKernel::warp : MoeRouteKernel::block;
+}
+
+// Profile entries of the routed products (bench --profile): "q4_k 512x2048 x9" (one expert's
+// rows x cols, the call's slots), the bytes of the slots' experts (each slot of a call of up to
+// 8 rows reads its own; more rows: 0, the chunks' count is known on the device only).
+std::string routed_shape(const Tensor& W, int64_t n_expert, int64_t slots) {
+  return std::string(type_name(W.type)) + " " + std::to_string(W.rows / n_expert) + "x" + std::to_string(W.cols) +
+         " x" + std::to_string(slots);
+}
+uint64_t routed_bytes(const Tensor& W, int64_t n_expert, int64_t slots) {
+  return static_cast<uint64_t>(row_bytes(W.type, W.cols)) * static_cast<uint64_t>(W.rows / n_expert) *
+         static_cast<uint64_t>(slots);
 }
 
 // Expert e's rows [e * m, (e + 1) * m) of a packed stack, as a weight of its own (not owning).
@@ -99,6 +112,7 @@ void CudaBackend::moe_route(const Tensor& logits, bool normalize, float scale, c
   check(ids.stride == static_cast<size_t>(k) * sizeof(int32_t) && weights.stride == static_cast<size_t>(k) * sizeof(float),
         "moe_route: ids and weights must be dense");
   ctx_->make_current();
+  OpScope ps(prof_.get(), "moe_route");
   ++i32_epoch_;
   launch_moe_route(fp(logits), fstride(logits), n, E, k, normalize, scale, static_cast<int32_t*>(ids.data),
                    fp(weights), ctx_->stream(), route_kernel(opt_), small_pdl_);
@@ -208,6 +222,7 @@ bool CudaBackend::matmul_id_grouped(const Tensor& W, int64_t n_expert, const Ten
   launch_moe_gather_padded(fp(x), fstride(x), cols, shared_x ? x_of : slot_of, chunk_e, C, xg, st);
   fu.ids = chunk_e;
   fu.n_slots = static_cast<int>(C), fu.n_expert = static_cast<int>(n_expert), fu.x_div = 1;
+  fu.routed_pdl = opt_.moe_pdl && !S;  // resident stacks only: what CudaOps.MoePdlIsThePlainBits checks
   if (!cudamv::matvec_fused(proto, xg, yg, cudamv::kMaxRows, fu, st)) return false;
   launch_gather_rows_f32(yg, m, 8 * C, m, pos_of, n_slots, fp(y), fstride(y), st);
   if (S) experts_->count(*S, chunk_e, C, st);  // one read of its expert per chunk
@@ -240,6 +255,7 @@ bool CudaBackend::matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n
   fu.ids = static_cast<const int32_t*>(ids.data);
   fu.n_slots = static_cast<int>(n * k), fu.n_expert = static_cast<int>(n_expert);
   fu.x_div = shared_x ? static_cast<int>(k) : 1;
+  fu.routed_pdl = opt_.moe_pdl && !Sg;  // resident stacks only: what CudaOps.MoePdlIsThePlainBits checks
   if (!cudamv::matvec_fused(proto, fp(x), fp(y), 1, fu, ctx_->stream())) return false;
   if (Sg) experts_->count(*Sg, fu.ids, n * k, ctx_->stream());
   if (Su) experts_->count(*Su, fu.ids, n * k, ctx_->stream());
@@ -253,6 +269,8 @@ void CudaBackend::matmul_id_swiglu(const Tensor& Wg, const Tensor& Wu, int64_t n
   check_matmul_id(Wu, n_expert, x, ids, up);
   ctx_->make_current();
   if (n == 0) return;
+  OpScope ps(prof_.get(), "matmul_id_swiglu", n <= cudamv::kMaxRows ? 2 * routed_bytes(Wg, n_expert, n * ids.cols) : 0,
+             [&] { return routed_shape(Wg, n_expert, n * ids.cols); });
   if (fuse_ && matmul_id_device(Wg, &Wu, n_expert, x, ids, gate)) return;
   Backend::matmul_id_swiglu(Wg, Wu, n_expert, x, ids, gate, up);
 }
@@ -275,6 +293,8 @@ void CudaBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, 
   const bool shared_x = x.rows == n;  // every slot of row r reads x[r]
   if (n == 0) return;
   ctx_->make_current();
+  OpScope ps(prof_.get(), "matmul_id", n <= cudamv::kMaxRows ? routed_bytes(W, n_expert, n * k) : 0,
+             [&] { return routed_shape(W, n_expert, n * k); });
   if (experts_ && !ctx_->capturing()) experts_->maintain();
   if (matmul_id_device(W, nullptr, n_expert, x, ids, y)) return;
   if (matmul_id_grouped(W, n_expert, x, ids, y)) return;
@@ -341,6 +361,7 @@ void CudaBackend::moe_combine(const Tensor& experts, const Tensor& weights, cons
   const bool has_shared = shared.data != nullptr;
   check_moe_combine(experts, weights, shared, gate, out);
   ctx_->make_current();
+  OpScope ps(prof_.get(), "moe_combine");
   launch_moe_combine(fp(experts), fstride(experts), fp(weights), fstride(weights), k,
                      has_shared ? fp(shared) : nullptr, has_shared ? fstride(shared) : 0,
                      has_shared ? fp(gate) : nullptr, has_shared ? fstride(gate) : 0, fp(out), fstride(out), n, d,
@@ -358,6 +379,7 @@ void CudaBackend::moe_combine_add(const Tensor& experts, const Tensor& weights, 
   check_moe_combine(experts, weights, shared, gate, out);
   check(x.type == GgmlType::F32 && x.rows == n && x.cols == d, "moe_combine_add: x must be [n, d] f32");
   ctx_->make_current();
+  OpScope ps(prof_.get(), "moe_combine_add");
   launch_moe_combine_add(fp(experts), fstride(experts), fp(weights), fstride(weights), k,
                          has_shared ? fp(shared) : nullptr, has_shared ? fstride(shared) : 0,
                          has_shared ? fp(gate) : nullptr, has_shared ? fstride(gate) : 0, fp(x), fstride(x), n, d,
@@ -448,9 +470,17 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   expert_geometry(pg, nullptr, G, m);
   expert_geometry(pu, nullptr, U, m);
   expert_geometry(pd, nullptr, Dn, dim);
-  launch_moe_route_extra(fp(a.logits), fstride(a.logits), n, E, k, a.normalize, a.scale, fp(a.sh_g), fstride(a.sh_g),
-                         ids1, w1, st, route_kernel(opt_), small_pdl_);
+  // Profile entries (bench --profile): the four launches apart; the expert products' shapes
+  // "q4_k 512x2048 x9" with the k + 1 slots' bytes.
+  const int64_t slots1 = n * (k + 1);
+  {
+    OpScope ps(prof_.get(), "moe_route");
+    launch_moe_route_extra(fp(a.logits), fstride(a.logits), n, E, k, a.normalize, a.scale, fp(a.sh_g),
+                           fstride(a.sh_g), ids1, w1, st, route_kernel(opt_), small_pdl_);
+  }
   ++i32_epoch_;
+  OpScope ps_gu(prof_.get(), "moe_experts_gate_up", 2 * routed_bytes(G, E, slots1),
+                [&] { return routed_shape(G, E, slots1); });
   cudamv::MatvecFusion fu;
   fu.more[0] = &pu;
   fu.swiglu = true;
@@ -458,13 +488,20 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   fu.ids = ids1;
   fu.n_slots = static_cast<int>(n * (k + 1)), fu.n_expert = static_cast<int>(E + 1), fu.x_div = static_cast<int>(k + 1);
   fu.norm_w = fp(norm), fu.eps = eps;
+  fu.routed_pdl = opt_.moe_pdl;
   if (!cudamv::matvec_fused(pg, fp(x), g1, 1, fu, st)) return false;
+  ps_gu.close();
+  OpScope ps_d(prof_.get(), "moe_experts_down", routed_bytes(Dn, E, slots1), [&] { return routed_shape(Dn, E, slots1); });
   cudamv::MatvecFusion fd;
   fd.table[0] = td;
   fd.ids = ids1;
   fd.n_slots = fu.n_slots, fd.n_expert = fu.n_expert, fd.x_div = 1;
+  fd.routed_pdl = opt_.moe_pdl;
   if (!cudamv::matvec_fused(pd, g1, d1, 1, fd, st)) return false;
-  launch_moe_combine_add(d1, dim, w1, k + 1, k + 1, nullptr, 0, nullptr, 0, fp(x), fstride(x), n, dim, st);
+  ps_d.close();
+  OpScope ps_c(prof_.get(), "moe_combine_add");
+  launch_moe_combine_add(d1, dim, w1, k + 1, k + 1, nullptr, 0, nullptr, 0, fp(x), fstride(x), n, dim, st,
+                         opt_.moe_pdl && small_pdl_);
   return true;
 }
 
@@ -482,7 +519,10 @@ void CudaBackend::moe_experts_residual(const MoeExperts& a, const Tensor& x, con
   check(x.type == GgmlType::F32 && xn.type == GgmlType::F32 && norm.type == GgmlType::F32 && xn.rows == x.rows &&
             xn.cols == x.cols && norm.cols == x.cols,
         "moe_experts_residual shapes");
-  launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream());
+  {
+    OpScope ps(prof_.get(), "rms_norm");
+    launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream());
+  }
   moe_route(a.logits, a.normalize, a.scale, a.ids, a.weights);
   matmul_id_swiglu(a.gate_exps, a.up_exps, a.n_expert, xn, a.ids, a.gate, a.up);
   matmul_id(a.down_exps, a.n_expert, a.gate, a.ids, a.down);

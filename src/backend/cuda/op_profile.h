@@ -71,8 +71,10 @@ class OpScope {
   OpScope(OpProfiler* p, const char* op, uint64_t bytes, Shape&& shape) : p_(p && p->armed() ? p : nullptr) {
     if (p_) p_->begin(op, shape(), bytes);
   }
-  ~OpScope() {
+  ~OpScope() { close(); }
+  void close() {  // ends the op before the scope does (then a no-op)
     if (p_) p_->end();
+    p_ = nullptr;
   }
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;

@@ -77,6 +77,8 @@ bool variant_list(List<Fs...>, const PackedWeight& W, const float* x, float* y, 
                      static_cast<const DevTables*>(W.tables)};
   MvFuse f;
   f.pdl = W.pdl;
+  f.l2_bytes = W.l2_prefetch;
+  f.blocks_per_sm = W.blocks_per_sm;
   return ((Fs::kType == W.type ? launch_code<Fs>(Cfgs{}, v, x, y, code, f, s) : false) || ...);
 }
 

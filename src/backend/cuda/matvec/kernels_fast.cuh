@@ -188,6 +188,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   const uint8_t* fq0 = f.q[0];
   const uint8_t* fm0 = f.m[0];
   if (f.ids) {
+    // The ids are the previous kernel's output: under PDL (MvFuse::routed_pdl) wait for it
+    // first, so this launch's weight loads come after the wait (a no-op without the attribute).
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     const int s = static_cast<int>(blockIdx.y);
     int e = f.ids[s];
     if (e < 0) return;  // an unused slot (padding of a grouped prefill launch): the whole block
@@ -262,6 +265,29 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   } else if (g < ngroups) {
     set_rows(g);
     load_chunk(0);
+  }
+  // L2 prefetch (MvFuse::l2_block_bytes): the quant and meta bytes of the block's first row
+  // groups (g = blockIdx.x + i gridDim.x; a group's rows are contiguous in each plane), one
+  // group per thread, as many as the block's share of the launch's bound holds. Weights only,
+  // so before griddepcontrol.wait: under PDL it runs while the previous kernel does.
+  if (f.l2_block_bytes > 0 && !f.ids) {
+    const int64_t grows = pair ? row_warps : row_warps * RW;  // rows of a group, per matrix
+    const int64_t gbytes = grows * static_cast<int64_t>(v.q_row_bytes + v.m_row_bytes) * (pair ? 2 : 1);
+    const int64_t mine = g < ngroups ? (ngroups - 1 - g) / gridDim.x + 1 : 0;
+    const int64_t take = mine < f.l2_block_bytes / gbytes ? mine : f.l2_block_bytes / gbytes;
+    for (int64_t i = threadIdx.x; i < take; i += blockDim.x) {
+      int gm;
+      int64_t glg;
+      group_of(g + i * gridDim.x, gm, glg);
+      const int64_t r0 = glg * grows, rows = rows_of(gm);
+      const int64_t nr = rows - r0 < grows ? rows - r0 : grows;
+      l2_prefetch(q_of(gm) + r0 * v.q_row_bytes, nr * static_cast<int64_t>(v.q_row_bytes));
+      l2_prefetch(m_of(gm) + r0 * v.m_row_bytes, nr * static_cast<int64_t>(v.m_row_bytes));
+      if (pair) {
+        l2_prefetch(fq0 + r0 * v.q_row_bytes, nr * static_cast<int64_t>(v.q_row_bytes));
+        l2_prefetch(fm0 + r0 * v.m_row_bytes, nr * static_cast<int64_t>(v.m_row_bytes));
+      }
+    }
   }
   // Programmatic dependent launch (launch_persistent, MvFuse::pdl): the weight loads above may
   // run before the previous kernel has finished; x and y only after it. Then the next

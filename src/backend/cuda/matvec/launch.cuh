@@ -43,12 +43,16 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
   for (int i = 0; !pair && i + 1 < f.nmat; ++i) ngroups += (f.rows[i] + per_group - 1) / per_group;
   // Routed experts: one grid row per slot, the resident blocks shared among the rows.
   const int64_t slots = f.ids ? f.n_slots : 1;
-  const int64_t resident = int64_t{sms} * std::max(occ, 1);
+  const int per_sm = f.blocks_per_sm > 0 ? std::min(std::max(occ, 1), f.blocks_per_sm) : std::max(occ, 1);
+  const int64_t resident = int64_t{sms} * per_sm;
   const int64_t blocks = std::min<int64_t>(ngroups, std::max<int64_t>(1, (resident + slots - 1) / slots));
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(slots));
-  // Routed launches read their expert ids before griddepcontrol.wait: never programmatic.
-  if (!f.pdl || f.ids) {
-    kernel<<<grid, kWarps * 32, smem, s>>>(v, x, y, f, wpr);
+  MvFuse g = f;  // each block's share of the L2 prefetch bound
+  g.l2_block_bytes = f.l2_bytes > 0 && !f.ids ? f.l2_bytes / blocks : 0;
+  // Routed launches wait before they read their expert ids (so before any weight load):
+  // programmatic only with f.routed_pdl (CudaOptions::moe_pdl).
+  if (!f.pdl || (f.ids && !f.routed_pdl)) {
+    kernel<<<grid, kWarps * 32, smem, s>>>(v, x, y, g, wpr);
     return;
   }
   // Programmatic dependent launch: may start while the previous kernel of the stream (or graph)
@@ -63,7 +67,7 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
   cfg.stream = s;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, kernel, v, x, y, f, wpr);
+  cudaLaunchKernelEx(&cfg, kernel, v, x, y, g, wpr);
 }
 
 // Whether a launch of (A, N, RW) can do the fusions of f: the norm prologue needs the

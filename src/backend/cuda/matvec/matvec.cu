@@ -59,6 +59,7 @@ PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
     type = o.type, cols = o.cols, rows = o.rows, data = o.data, bytes = o.bytes;
     q_row_bytes = o.q_row_bytes, m_offset = o.m_offset, m_row_bytes = o.m_row_bytes;
     tables = o.tables, owns = o.owns, int8_x = o.int8_x, pdl = o.pdl, pipe = o.pipe;
+    l2_prefetch = o.l2_prefetch, blocks_per_sm = o.blocks_per_sm;
     o.data = nullptr, o.owns = false, o.bytes = 0;
   }
   return *this;
@@ -88,6 +89,8 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
   p.int8_x = ctx.int8_x() && int8_x_supported(type, cols);
   p.pdl = ctx.pdl();
   p.pipe = ctx.pipe();
+  p.l2_prefetch = ctx.l2_prefetch_bytes();
+  p.blocks_per_sm = ctx.blocks_per_sm();
   std::vector<uint8_t> staging(p.bytes);
   pack_rows_parallel(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
   if (device_dst) {
@@ -153,9 +156,12 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
       throw Error("CUDA matvec: bad routed-expert launch");
     f.ids = fu.ids, f.table[0] = fu.table[0], f.table[1] = fu.table[1];
     f.n_slots = fu.n_slots, f.n_expert = fu.n_expert, f.x_div = fu.x_div;
+    f.routed_pdl = fu.routed_pdl;
   }
   f.pdl = W.pdl;
   f.pipe = W.pipe;
+  f.l2_bytes = W.l2_prefetch;
+  f.blocks_per_sm = W.blocks_per_sm;
   Mv r = matvec_fast(W, x, y, n, stream, f);
   if (r == Mv::kNoType) {
     const PlanarView v = raw_view(W);

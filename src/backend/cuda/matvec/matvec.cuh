@@ -48,10 +48,18 @@ class Context {
   bool int8_x() const { return int8_x_; }
   bool pdl() const { return pdl_; }
   bool pipe() const { return pipe_; }
+  // L2 prefetch of the weights packed after this call (MvFuse::l2_bytes): each launch's blocks
+  // prefetch up to `bytes` of its weights (0: none) into L2 before griddepcontrol.wait, and
+  // (blocks_per_sm > 0) its persistent grid takes at most that many blocks per SM. Same bits.
+  void set_l2_prefetch(int64_t bytes, int blocks_per_sm = 0) { l2_bytes_ = bytes, blocks_per_sm_ = blocks_per_sm; }
+  int64_t l2_prefetch_bytes() const { return l2_bytes_; }
+  int blocks_per_sm() const { return blocks_per_sm_; }
 
  private:
   void* tables_ = nullptr;
   bool int8_x_ = true, pdl_ = true, pipe_ = true;
+  int64_t l2_bytes_ = 0;
+  int blocks_per_sm_ = 0;
 };
 
 // Whether a weight of this type and width gets the int8-x kernels (under Context::int8_x).
@@ -72,6 +80,8 @@ struct PackedWeight {
   bool int8_x = false;         // matvec rounds x to int8 blocks (Context::int8_x and supported)
   bool pdl = false;            // matvec launches with programmatic dependent launch (Context::pdl)
   bool pipe = false;           // int8-x matvecs with pipelined loads (Context::pipe)
+  int64_t l2_prefetch = 0;     // bytes a launch prefetches into L2 first (Context::set_l2_prefetch)
+  int blocks_per_sm = 0;       // > 0: the persistent grid's cap per SM (Context::set_l2_prefetch)
 
   PackedWeight() = default;
   PackedWeight(PackedWeight&& o) noexcept { *this = static_cast<PackedWeight&&>(o); }
@@ -130,6 +140,10 @@ struct MatvecFusion {
   const int32_t* ids = nullptr;
   const uint8_t* const* table[2] = {nullptr, nullptr};
   int n_slots = 0, n_expert = 0, x_div = 1;
+  // Routed launches with programmatic dependent launch too (with W.pdl): each block waits for
+  // the previous kernel before it reads ids, so its weight loads no longer overlap that kernel,
+  // but its launch and the previous kernel's tail do. false: routed launches are plain.
+  bool routed_pdl = false;
 };
 
 // matvec with the fusions of f in one launch; false (nothing launched) where this type and n

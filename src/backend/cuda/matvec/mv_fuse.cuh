@@ -43,10 +43,26 @@ struct MvFuse {
   const uint8_t* const* table[2] = {nullptr, nullptr};  // W, then more[0]
   int32_t n_expert = 0, x_div = 1, n_slots = 0;
   bool pdl = false;                    // host side: launched with programmatic dependent launch
+  bool routed_pdl = false;             // host side: routed launches (ids) with PDL too (they wait before the ids)
   bool pipe = false;                   // host side: int8-x kernels with pipelined loads (launch.cuh Dp4aPipe)
   bool stage_x = false;                // int8-x kernels: x staged into shared memory by cp.async first (launch_mv)
   bool float_norm = false;             // host side: the float formats take norm_w (their x in shared memory)
+  // L2 prefetch of the weights (Context::l2_prefetch): host side, l2_bytes (> 0) bounds the bytes a
+  // launch prefetches and blocks_per_sm (> 0) caps the persistent grid below the occupancy (so
+  // that the next launch's blocks can be resident while this one runs); launch_persistent turns
+  // l2_bytes into l2_block_bytes, the bytes of its first row groups that each block prefetches
+  // into L2 (cp.async.bulk.prefetch.L2) before griddepcontrol.wait. Only moves bytes into L2:
+  // the same loads and sums, the same bits.
+  int64_t l2_bytes = 0;
+  int32_t blocks_per_sm = 0;
+  int64_t l2_block_bytes = 0;
 };
+
+// Prefetches bytes (a multiple of 16, at a 16-byte aligned address) of global memory into L2.
+__device__ __forceinline__ void l2_prefetch(const void* p, int64_t bytes) {
+  if (bytes > 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(static_cast<uint32_t>(bytes)) : "memory");
+}
 
 // y (the output element of row `row`) from the dot s.
 __device__ __forceinline__ void store_out(const MvEpi& e, float s, float* y, int64_t row) {

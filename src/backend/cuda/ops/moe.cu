@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops/launch.cuh"
 #include "backend/cuda/ops/moe.cuh"
 
 namespace df::cuda {
@@ -16,6 +17,8 @@ __global__ void scatter_kernel(const float* src, int64_t ss, int64_t cols, const
 template <bool kAdd>
 __global__ void combine_kernel(const float* ex, int64_t es, const float* w, int64_t ws, int64_t k, const float* sh,
                                int64_t shs, const float* g, int64_t gs, float* out, int64_t os, int64_t d) {
+  pdl_wait();  // every input is an earlier kernel's output (no-ops without the PDL attribute)
+  pdl_trigger();
   const int64_t r = blockIdx.y;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d) return;
@@ -113,11 +116,11 @@ void launch_moe_combine(const float* experts, int64_t e_stride, const float* w, 
 
 void launch_moe_combine_add(const float* experts, int64_t e_stride, const float* w, int64_t w_stride, int64_t k,
                             const float* shared, int64_t sh_stride, const float* gate, int64_t gate_stride, float* x,
-                            int64_t x_stride, int64_t n, int64_t d, cudaStream_t s) {
+                            int64_t x_stride, int64_t n, int64_t d, cudaStream_t s, bool pdl) {
   if (n == 0) return;
   const dim3 grid(static_cast<unsigned>((d + 255) / 256), static_cast<unsigned>(n));
-  combine_kernel<true><<<grid, 256, 0, s>>>(experts, e_stride, w, w_stride, k, shared, sh_stride, gate, gate_stride, x,
-                                            x_stride, d);
+  launch_kernel(combine_kernel<true>, grid, dim3(256), 0, s, pdl, experts, e_stride, w, w_stride, k, shared, sh_stride,
+                gate, gate_stride, x, x_stride, d);
   launch_check("moe_combine_add");
 }
 

@@ -55,10 +55,10 @@ void launch_scatter_rows_f32(const float* src, int64_t src_stride, int64_t n, in
 // out[r] = sum_j w[r][j] * experts[r * k + j] (in slot order, each product rounded before its
 // add) [+ shared[r] * gate[r]]; shared null: no shared expert. Strides in floats.
 // As launch_moe_combine, then x[r] += out[r] (the residual add, the bits of add()) instead of
-// storing out.
+// storing out. pdl: launched with programmatic dependent launch (the kernel waits first).
 void launch_moe_combine_add(const float* experts, int64_t e_stride, const float* w, int64_t w_stride, int64_t k,
                             const float* shared, int64_t sh_stride, const float* gate, int64_t gate_stride, float* x,
-                            int64_t x_stride, int64_t n, int64_t d, cudaStream_t s);
+                            int64_t x_stride, int64_t n, int64_t d, cudaStream_t s, bool pdl = false);
 
 void launch_moe_combine(const float* experts, int64_t e_stride, const float* w, int64_t w_stride, int64_t k,
                         const float* shared, int64_t sh_stride, const float* gate, int64_t gate_stride, float* out,
