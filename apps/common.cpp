@@ -24,10 +24,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--isa", f.isa, "CPU instruction set: auto, scalar, avx2, avx512")
       ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
   app.add_option("--cpu-repack", f.cpu_repack,
-                 "CPU: copy Q4_0, Q4_K and Q6_K weights into interleaved-row layouts at load (AVX-512) for faster "
-                 "decode and prefill (llama.cpp's repacked summation order; a second copy in memory): on or off "
-                 "(default)")
-      ->check(CLI::IsMember({"on", "off"}));
+                 "CPU: copy Q4_0, Q4_K and Q6_K weights into interleaved-row layouts at load (AVX-512) for "
+                 "faster decode and prefill (llama.cpp's repacked summation order; a second copy in memory) and "
+                 "Q8_0's rows into huge pages: on (default); all: Q8_0 repacked too (faster prefill, another "
+                 "summation order than llama.cpp's); off")
+      ->check(CLI::IsMember({"on", "off", "all"}));
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
@@ -111,7 +112,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.device = f.device;
   o.cpu.threads = f.threads;
   o.cpu.isa = f.isa;
-  o.cpu.repack = f.cpu_repack == "on";
+  o.cpu.repack = f.cpu_repack != "off";
+  o.cpu.repack_q8_0 = f.cpu_repack == "all";
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;

@@ -19,7 +19,7 @@ struct ModelFlags {
   int64_t ctx = 4096;          // -c
   int64_t batch = 0;           // -b (0: the backend's default)
   std::string isa = "auto";
-  std::string cpu_repack = "off";  // --cpu-repack on | off
+  std::string cpu_repack = "on";  // --cpu-repack on | off | all
   bool kv_f32 = false;
   bool no_graphs = false;
   bool no_fuse = false;

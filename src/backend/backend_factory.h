@@ -16,7 +16,8 @@ namespace df {
 struct CpuBackendOptions {
   int threads = 0;            // 0: all hardware threads
   std::string isa = "auto";   // auto | scalar | avx2 | avx512
-  bool repack = false;        // load-time repacked weight layouts where this ISA has them
+  bool repack = true;         // load-time repacked weight layouts where this ISA has them
+  bool repack_q8_0 = false;   // and Q8_0's (another summation order than llama.cpp's)
 };
 
 struct BackendOptions {
