@@ -24,10 +24,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--isa", f.isa, "CPU instruction set: auto, scalar, avx2, avx512")
       ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
   app.add_option("--cpu-repack", f.cpu_repack,
-                 "CPU: copy Q4_0, Q4_K and Q6_K weights into interleaved-row layouts at load (AVX-512) for faster "
-                 "decode and prefill (llama.cpp's repacked summation order; a second copy in memory): on or off "
-                 "(default)")
-      ->check(CLI::IsMember({"on", "off"}));
+                 "CPU: copy Q4_0, Q4_K and Q6_K weights into interleaved-row layouts at load (AVX-512) for "
+                 "faster decode and prefill (llama.cpp's repacked summation order; a second copy in memory) and "
+                 "Q8_0's rows into huge pages: on (default); all: Q8_0 repacked too (faster prefill, another "
+                 "summation order than llama.cpp's); off")
+      ->check(CLI::IsMember({"on", "off", "all"}));
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
@@ -54,6 +55,10 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--cuda-moe-pdl,!--no-cuda-moe-pdl", f.cuda_moe_pdl,
                "GPU MoE block's routed expert launches and its combine with programmatic dependent launch (they "
                "wait for the router before reading its ids; default on; the same bits)");
+  app.add_flag("--cuda-moe-gemm,!--no-cuda-moe-gemm", f.cuda_moe_gemm,
+               "GPU MoE prefill (more than 16 rows): the routed experts by a grouped tensor-core GEMM (tiles of 32 "
+               "slots of one expert, f16 operands, SwiGLU in the gate/up epilogue) instead of the grouped matvec "
+               "(default on; within the GEMM's budget, not the matvec's bits)");
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");
@@ -110,7 +115,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.device = f.device;
   o.cpu.threads = f.threads;
   o.cpu.isa = f.isa;
-  o.cpu.repack = f.cpu_repack == "on";
+  o.cpu.repack = f.cpu_repack != "off";
+  o.cpu.repack_q8_0 = f.cpu_repack == "all";
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;
@@ -124,6 +130,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_float_norm_prologue = f.cuda_float_norm_prologue;
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
   o.cuda_moe_pdl = f.cuda_moe_pdl;
+  o.cuda_moe_gemm = f.cuda_moe_gemm;
   o.mv_pipe = !f.mv_no_pipe;
   o.mv_pipe_rows = !f.mv_no_pipe_rows;
   o.cuda_l2_prefetch = f.cuda_l2_prefetch;

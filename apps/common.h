@@ -19,7 +19,7 @@ struct ModelFlags {
   int64_t ctx = 4096;          // -c
   int64_t batch = 0;           // -b (0: the backend's default)
   std::string isa = "auto";
-  std::string cpu_repack = "off";  // --cpu-repack on | off
+  std::string cpu_repack = "on";  // --cpu-repack on | off | all
   bool kv_f32 = false;
   bool no_graphs = false;
   bool no_fuse = false;
@@ -31,6 +31,7 @@ struct ModelFlags {
   bool cuda_float_norm_prologue = true;  // --no-cuda-float-norm-prologue
   bool cuda_fuse_deltanet = true;        // --no-cuda-fuse-deltanet: six DeltaNet launches
   bool cuda_moe_pdl = true;              // --no-cuda-moe-pdl: routed expert launches without PDL
+  bool cuda_moe_gemm = true;             // --no-cuda-moe-gemm: prefill's routed experts by the grouped matvec
   bool mv_no_pipe = false;
   bool mv_no_pipe_rows = false;
   bool cuda_l2_prefetch = false;     // --cuda-l2-prefetch / --no-cuda-l2-prefetch

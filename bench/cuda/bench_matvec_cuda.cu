@@ -6,6 +6,8 @@
 // int8-x kernels (dev_dp4a.cuh) in both modes, old (f32 x) beside new (int8 x). JSON to --out.
 //
 //   bench_matvec_cuda --out matvec_cuda.json [--quick] [--formats q4_0,q8_0]
+//   bench_matvec_cuda --chain q4_0:4b [--chain-cfgs 0:0:0,1:0:0] [--persist 16:0:1,4:0:2]
+//     (a decode step's matvecs as launches, and as one persistent launch: persistent_chain.cuh)
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -19,9 +21,11 @@
 #include <vector>
 
 #include "backend/cuda/matvec/dispatch.cuh"
+#include "backend/cuda/matvec/launch.cuh"
 #include "backend/cuda/matvec/matvec.cuh"
 #include "common/error.h"
 #include "matvec_testing.h"
+#include "persistent_chain.cuh"
 
 using df::GgmlType;
 using nlohmann::json;
@@ -403,7 +407,7 @@ struct ChainCfg {
 };
 
 json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, const std::vector<ChainCfg>& cfgs,
-           cudaStream_t s) {
+           const std::vector<mv::persist::Variant>& pvars, cudaStream_t s) {
   std::vector<mv::PackedWeight> tiles;
   auto tile_of = [&](int64_t cols) -> const mv::PackedWeight& {
     for (auto& tl : tiles)
@@ -519,6 +523,100 @@ json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, 
     std::fflush(stdout);
   }
   res["runs"] = runs;
+  if (pvars.empty() || t != GgmlType::Q4_0) return res;
+  // The persistent kernel (persistent_chain.cuh): the same stages in one launch, from the same
+  // x0; its residual against the first configuration's (the chain of mv_kernel launches).
+  namespace ps = mv::persist;
+  auto view = [](const mv::PackedWeight& w, ps::Stage& st, int i) {
+    st.q[i] = w.data, st.m[i] = w.data + w.m_offset, st.rows[i] = static_cast<int>(w.rows);
+    st.q_row_bytes = static_cast<int>(w.q_row_bytes), st.m_row_bytes = static_cast<int>(w.m_row_bytes);
+    st.cols = static_cast<int>(w.cols);
+  };
+  std::vector<ps::Stage> stv;
+  for (auto& l : L) {
+    ps::Stage a{}, b{}, c{}, d{};
+    view(l.wq, a, 0), view(l.wk, a, 1), view(l.wv, a, 2);
+    a.y[0] = q.f(), a.y[1] = k.f(), a.y[2] = v.f(), a.nmat = 3, a.units = static_cast<int>(sh.q + sh.k + sh.v);
+    a.x = resid.f(), a.norm_w = dn.f(), a.eps = 1e-6f;
+    view(l.wo, b, 0);
+    b.y[0] = o.f(), b.nmat = 1, b.units = static_cast<int>(sh.hidden), b.x = q.f();
+    view(l.wg, c, 0), view(l.wu, c, 1);
+    c.y[0] = h.f(), c.nmat = 2, c.pair = 1, c.units = static_cast<int>(sh.ffn), c.x = o.f(), c.norm_w = dn.f(), c.eps = 1e-6f;
+    view(l.wd, d, 0);
+    d.y[0] = resid.f(), d.nmat = 1, d.units = static_cast<int>(sh.hidden), d.x = h.f();
+    for (ps::Stage* st : {&a, &b, &c, &d}) {  // mv_kernel's warps per row of the same launch
+      const int64_t units = st->pair ? 2 * st->units : st->units;
+      st->wpr = mv::mv_wpr(units, st->cols / 32);
+      stv.push_back(*st);
+    }
+  }
+  int max_cols = 0;
+  for (const auto& st : stv) max_cols = std::max(max_cols, st.cols);
+  DevBuf dstages(stv.size() * sizeof(ps::Stage)), dsync(16);
+  ck(cudaMemcpy(dstages.p, stv.data(), stv.size() * sizeof(ps::Stage), cudaMemcpyHostToDevice), "stages");
+  ck(cudaMemset(dsync.p, 0, 16), "sync");
+  unsigned* su = static_cast<unsigned*>(dsync.p);
+  const ps::Sync sync{su, su + 1, su + 2};
+  json wprs = json::array();
+  for (int i = 0; i < 4; ++i) wprs.push_back(stv[static_cast<size_t>(i)].wpr);
+  json pr = json::array();
+  for (const auto& pv : pvars) {
+    const ps::ChainKernel kern = ps::kernel_of(pv.ring, pv.sleep != 0);
+    if (!kern) throw df::Error("--persist: ring " + std::to_string(pv.ring) + " sleep " + std::to_string(pv.sleep) +
+                               " not instantiated (4, 8, 16, 24, 32, 36; sleep with 16, 32)");
+    int xoff = 0, xsoff = 0;
+    const size_t smem = ps::smem_of(pv.ring, max_cols, xoff, xsoff);
+    int optin = 0;
+    ck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "smem optin");
+    if (smem + 128 > static_cast<size_t>(optin)) {
+      pr.push_back({{"ring", pv.ring}, {"sleep", pv.sleep}, {"smem", smem}, {"error", "shared memory does not fit"}});
+      std::printf("   persistent ring %2d: %zu B shared memory do not fit\n", pv.ring, smem);
+      continue;
+    }
+    ck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "smem attr");
+    int occ = 0;
+    ck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, ps::kPWarps * 32, smem), "occupancy");
+    cudaFuncAttributes fa{};
+    ck(cudaFuncGetAttributes(&fa, kern), "attributes");
+    json r = {{"ring", pv.ring}, {"sleep", pv.sleep}, {"per_sm_asked", pv.per_sm}, {"smem", smem}, {"occupancy", occ},
+              {"regs", fa.numRegs}, {"local_bytes", fa.localSizeBytes}};
+    if (occ < 1) {
+      r["error"] = "does not fit";
+      pr.push_back(r);
+      continue;
+    }
+    const int per_sm = pv.per_sm > 0 ? std::min(occ, pv.per_sm) : occ;
+    const unsigned grid = static_cast<unsigned>(sms * per_sm);
+    auto rec = [&](cudaStream_t st) {
+      kern<<<grid, ps::kPWarps * 32, smem, st>>>(static_cast<const ps::Stage*>(dstages.p), static_cast<int>(stv.size()),
+                                                 sync, xoff, xsoff);
+      ck(cudaGetLastError(), "persistent launch");
+    };
+    std::vector<float> out;
+    const double ms = time_graph(rec, &out);
+    unsigned err = 0;
+    ck(cudaMemcpy(&err, su + 2, 4, cudaMemcpyDeviceToHost), "err");
+    double maxd = 0.0;
+    bool finite = true;
+    for (size_t i = 0; i < out.size(); ++i) {
+      finite = finite && std::isfinite(out[i]);
+      maxd = std::max(maxd, static_cast<double>(std::fabs(out[i] - base[i])));
+    }
+    double maxref = 0.0;
+    for (float f : base) maxref = std::max(maxref, static_cast<double>(std::fabs(f)));
+    const bool same = std::memcmp(out.data(), base.data(), out.size() * 4) == 0;
+    const double gbs = bytes / (ms * 1e-3) / 1e9;
+    r.update({{"blocks_per_sm", per_sm}, {"grid", grid}, {"ms", ms}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw},
+              {"bits_equal_launch_chain", same}, {"max_abs_diff", maxd}, {"max_abs_ref", maxref}, {"finite", finite},
+              {"barrier_gave_up", err != 0}});
+    pr.push_back(r);
+    std::printf("   persistent ring %2d sleep %d blocks/SM %d (regs %d, smem %zu): %.3f ms %5.0f GB/s (%4.1f %%) %s maxdiff %.3g%s\n",
+                pv.ring, pv.sleep, per_sm, fa.numRegs, smem, ms, gbs, 100.0 * gbs / bw,
+                same ? "bits equal" : "BITS DIFFER", maxd, err ? " BARRIER GAVE UP" : "");
+    std::fflush(stdout);
+    if (err) ck(cudaMemset(dsync.p, 0, 16), "sync reset");
+  }
+  res["persistent"] = {{"stage_wpr_qkv_o_gateup_down", wprs}, {"stages", stv.size()}, {"runs", pr}};
   return res;
 }
 
@@ -547,6 +645,10 @@ int main(int argc, char** argv) {
                  "only the decode chain (no validation, no shapes): comma-separated TYPE:SHAPE, SHAPE 4b or 27b "
                  "(e.g. q4_0:4b,q8_0:4b,q4_0:27b)");
   app.add_option("--chain-cfgs", chain_cfg_arg, "chain configurations PDL:L2_MB:BLOCKS_PER_SM, comma-separated");
+  std::string persist_arg;
+  app.add_option("--persist", persist_arg,
+                 "with --chain, Q4_0: the persistent one-launch chain (persistent_chain.cuh), variants "
+                 "RING:SLEEP:BLOCKS_PER_SM comma-separated (BLOCKS_PER_SM 0: as many as fit)");
   CLI11_PARSE(app, argc, argv);
   try {
     int ndev = 0;
@@ -595,6 +697,13 @@ int main(int argc, char** argv) {
         if (f.size() != 3) throw df::Error("--chain-cfgs: PDL:L2_MB:BLOCKS_PER_SM, got " + c);
         cfgs.push_back({std::stoi(f[0]) != 0, std::stoll(f[1]), std::stoi(f[2])});
       }
+      if (cfgs.empty()) throw df::Error("--chain-cfgs: at least one configuration (the reference of --persist)");
+      std::vector<mv::persist::Variant> pvars;
+      for (const auto& c : split(persist_arg, ',')) {
+        const auto f = split(c, ':');
+        if (f.size() != 3) throw df::Error("--persist: RING:SLEEP:BLOCKS_PER_SM, got " + c);
+        pvars.push_back({std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[2])});
+      }
       const ChainShape shapes[] = {{"4b", 2560, 4096, 1024, 1024, 4096, 9728, 36},
                                    {"27b", 5120, 10240, 6144, 96, 6144, 17408, 16}};
       cudaStream_t s;
@@ -610,7 +719,7 @@ int main(int argc, char** argv) {
         for (GgmlType u : mt::all_weight_types())
           if (f.size() == 2 && std::string(df::type_name(u)) == f[0]) t = u, found = true;
         if (!sh || !found) throw df::Error("--chain: TYPE:SHAPE (shape 4b or 27b), got " + item);
-        ch.push_back(chain(ctx, t, *sh, bw, cfgs, s));
+        ch.push_back(chain(ctx, t, *sh, bw, cfgs, pvars, s));
       }
       j["chain"] = ch;
       std::ofstream(out_path) << j.dump(1) << "\n";

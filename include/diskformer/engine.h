@@ -49,6 +49,7 @@ struct EngineOptions {
   bool cuda_float_norm_prologue = true;  // CudaOptions::float_norm_prologue
   bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = true;              // CudaOptions::moe_pdl (df_cuda_tests on the H200, helper moe4)
+  bool cuda_moe_gemm = true;             // CudaOptions::moe_gemm (df_cuda_tests on the H200, helper moegemm)
   bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
   bool mv_pipe_rows = true;    // and so at 2..8 rows (a speculative verify; false: those run the stop-19 loop)
   // CUDA matvec weights prefetched into L2 before each launch's griddepcontrol.wait, up to

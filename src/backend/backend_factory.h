@@ -16,7 +16,8 @@ namespace df {
 struct CpuBackendOptions {
   int threads = 0;            // 0: all hardware threads
   std::string isa = "auto";   // auto | scalar | avx2 | avx512
-  bool repack = false;        // load-time repacked weight layouts where this ISA has them
+  bool repack = true;         // load-time repacked weight layouts where this ISA has them
+  bool repack_q8_0 = false;   // and Q8_0's (another summation order than llama.cpp's)
 };
 
 struct BackendOptions {
@@ -32,6 +33,7 @@ struct BackendOptions {
   bool cuda_float_norm_prologue = false;  // `cuda`: CudaOptions::float_norm_prologue
   bool cuda_fuse_deltanet = false;        // `cuda`: CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = false;              // `cuda`: CudaOptions::moe_pdl
+  bool cuda_moe_gemm = false;             // `cuda`: CudaOptions::moe_gemm
   bool cuda_mv_no_pipe = false; // `cuda`: int8-x matvecs without the load pipeline (cudamv::Context::pipe)
   bool cuda_mv_no_pipe_rows = false;  // `cuda`: nor at 2..8 rows (cudamv::Context::pipe_rows)
   int64_t cuda_l2_prefetch_bytes = 0;  // `cuda`: CudaOptions::l2_prefetch_bytes

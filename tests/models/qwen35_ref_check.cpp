@@ -56,6 +56,7 @@ void check_hybrid_against_llama(const std::string& model, const HybridCheck& c) 
     eo.n_ctx = 256;
     eo.prefill_chunk = chunk;
     eo.kv_f32 = true;
+    eo.cpu.repack = c.cpu_repack;
     auto engine = Engine::load(eo);
     const int64_t n_vocab = meta["n_vocab"];
     ASSERT_EQ(n_vocab, engine->info().n_vocab);

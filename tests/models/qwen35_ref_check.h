@@ -13,6 +13,7 @@ struct HybridCheck {
   std::string arch;   // general.architecture the model must have
   double max_nerr;    // logits budget
   float tie_margin;   // greedy divergence excused below this llama.cpp top-2 logit margin
+  bool cpu_repack = true;  // the engine's load-time repacked weights (CpuBackendOptions::repack)
 };
 
 // Runs llama.cpp (llama_ref logits / generate) and the engine on `model` and checks them

@@ -38,6 +38,7 @@ struct Case {
   std::string quantize;  // llama_ref quantize --type applied to the generated model ("" none)
   double max_nerr;       // logits budget
   float tie_margin;      // greedy divergence excused below this llama.cpp top-2 logit margin
+  bool cpu_repack = true;  // the engine's load-time repacked weights (both ways for Q4_K_M)
 };
 
 // A: 4 layers (3 DeltaNet + 1 attention), 2 key heads under 4 value heads, 8 experts, 2 used.
@@ -62,6 +63,8 @@ std::vector<Case> cases() {
     out.push_back({"qwen35moe_" + sn + "_q8_0", std::string(shape) + " --type q8_0" + s, "", 1e-3, 0.25f});
   }
   out.push_back({"qwen35moe_a_q4_k_m", std::string(kShapeA) + " --type f32 --seed 31", "Q4_K_M", 1e-3, 0.25f});
+  out.push_back({"qwen35moe_a_q4_k_m_norepack", std::string(kShapeA) + " --type f32 --seed 31", "Q4_K_M", 1e-3, 0.25f,
+                 false});
   return out;
 }
 
@@ -77,7 +80,7 @@ TEST_P(Qwen35MoeRef, LogitsAndGreedyMatchLlamaCpp) {
     model = q;
   }
 
-  reftest::check_hybrid_against_llama(model, {c.name, "qwen35moe", c.max_nerr, c.tie_margin});
+  reftest::check_hybrid_against_llama(model, {c.name, "qwen35moe", c.max_nerr, c.tie_margin, c.cpu_repack});
 }
 
 // A file whose MoE tensors do not match its keys is a clear error naming the tensor: a missing

@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "common/error.h"
 #include "kernel_test_util.h"
+#include "op_test_util.h"
 #include "quant/blocks.h"
 #include "quant/cpu/repack.h"
 #include "quant/formats_kquant.h"
@@ -58,6 +59,20 @@ float q4_0_repacked_order(int64_t k, const uint8_t* w_row, const uint8_t* act_ro
       isum += ((w[b].qs[i] & 15) - 8) * a[b].qs[i];
       isum += ((w[b].qs[i] >> 4) - 8) * a[b].qs[i + 16];
     }
+    const float s = df::fp16_to_fp32(w[b].d) * df::fp16_to_fp32(a[b].d);
+    acc = std::fma(s, static_cast<float>(isum), acc);
+  }
+  return acc;
+}
+
+// Q8_0 in the same order as Q4_0 above.
+float q8_0_repacked_order(int64_t k, const uint8_t* w_row, const uint8_t* act_row) {
+  const auto* w = reinterpret_cast<const df::BlockQ8_0*>(w_row);
+  const auto* a = reinterpret_cast<const df::BlockQ8_0*>(act_row);
+  float acc = 0.0f;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    int32_t isum = 0;
+    for (int i = 0; i < 32; ++i) isum += w[b].qs[i] * a[b].qs[i];
     const float s = df::fp16_to_fp32(w[b].d) * df::fp16_to_fp32(a[b].d);
     acc = std::fma(s, static_cast<float>(isum), acc);
   }
@@ -112,6 +127,7 @@ float q6_K_repacked_order(int64_t k, const uint8_t* w_row, const uint8_t* act_ro
 
 float repacked_order(GgmlType t, int64_t k, const uint8_t* w_row, const uint8_t* act_row) {
   if (t == GgmlType::Q4_0) return q4_0_repacked_order(k, w_row, act_row);
+  if (t == GgmlType::Q8_0) return q8_0_repacked_order(k, w_row, act_row);
   if (t == GgmlType::Q4_K) return q4_K_repacked_order(k, w_row, act_row);
   return q6_K_repacked_order(k, w_row, act_row);
 }
@@ -126,7 +142,8 @@ TEST(Repack, RepackedKernelHasItsOrderForEveryTile) {
   if (!df::cpu::repack_supported(isa, GgmlType::Q4_0, 512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   const auto& K = df::cpu::kernels(isa);  // the planar kernels
   uint32_t seed = 11;
-  for (const Case& cs : {Case{GgmlType::Q4_0, {512, 544, 1056}}, Case{GgmlType::Q4_K, {256, 768, 1280}},
+  for (const Case& cs : {Case{GgmlType::Q4_0, {512, 544, 1056}}, Case{GgmlType::Q8_0, {512, 544, 1056}},
+                         Case{GgmlType::Q4_K, {256, 768, 1280}},
                          Case{GgmlType::Q6_K, {256, 768, 1280}}})
     for (int64_t k : cs.ks)
     for (int64_t m : {8, 13, 40, 50}) {
@@ -171,35 +188,46 @@ TEST(Repack, RepackedKernelHasItsOrderForEveryTile) {
 
 TEST(Repack, UnsupportedIsAnError) {
   EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX2, GgmlType::Q4_0, 512));
-  EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX512, GgmlType::Q8_0, 512));
+  EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX512, GgmlType::Q5_0, 512));
+  EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX512, GgmlType::Q8_0, 544 + 16));
   EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX512, GgmlType::Q4_K, 544));
   EXPECT_FALSE(df::cpu::repack_supported(Isa::AVX512, GgmlType::Q5_K, 512));
   EXPECT_EQ(df::cpu::repack_min_rows(GgmlType::Q4_0), 1);
   EXPECT_EQ(df::cpu::repack_min_rows(GgmlType::Q6_K), 9);
-  EXPECT_THROW(df::cpu::repack_group_rows(GgmlType::Q8_0), df::Error);
+  EXPECT_EQ(df::cpu::repack_min_rows(GgmlType::Q4_K), 9);
+  EXPECT_THROW(df::cpu::repack_group_rows(GgmlType::Q5_0), df::Error);
   float y = 0;
   uint8_t w[64] = {}, a[64] = {};
   EXPECT_THROW(df::cpu::gemm_repacked(Isa::AVX2, GgmlType::Q4_0, 32, w, 1, 0, 1, a, 34, 1, &y, 1), df::Error);
 }
 
 // The backend end to end, for decode, verify and prefill row counts (over the 64-row
-// activation blocks), two threads, a row count that is no multiple of 8 or 16: repack on
+// activation blocks), two threads, a row count that is no multiple of 16: repack on
 // gives the repacked-order reference's bits, close to off's (the planar kernels), from
 // repack_min_rows on (Q6_K: fewer rows run the planar kernels, off's bits); with it, every row
 // of an n-row call has the bits of that row multiplied alone (Q6_K: up to 8 rows); a view of some rows of a repacked weight multiplies the planar rows (off's bits).
 TEST(Repack, BackendOnAndOff) {
   if (!df::cpu::repack_supported(df::cpu::best_isa(), GgmlType::Q4_0, 512)) GTEST_SKIP() << "no AVX-512";
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const int64_t k = 512, m = 100;
+  // Q8_0 without repack_q8_0: its planar kernels over a copy of its rows (off's bits)
+  for (auto [t, q8] : {std::pair{GgmlType::Q4_0, false}, {GgmlType::Q8_0, true}, {GgmlType::Q8_0, false},
+                       {GgmlType::Q4_K, false}, {GgmlType::Q6_K, false}}) {
+    SCOPED_TRACE(std::string(df::type_name(t)) + (q8 ? " repack_q8_0" : ""));
+    const int64_t k = 512, m = 104;
     const auto W = weight_rows(t, m, k, 5);
     df::cpu::CpuOptions on, off;
     on.threads = off.threads = 2;
     on.repack = true;
+    on.repack_q8_0 = q8;
     off.repack = false;
     df::cpu::CpuBackend bon(on), boff(off);
     const df::Tensor won = bon.weight(t, k, m, W.data()), woff = boff.weight(t, k, m, W.data());
     EXPECT_GT(bon.repacked_bytes(), 0u);
     EXPECT_EQ(boff.repacked_bytes(), 0u);
+    {  // rows no multiple of 8 stay planar, as llama.cpp leaves them (repack.cpp: ne[1] % 8)
+      df::cpu::CpuBackend b(on);
+      b.weight(t, k, 100, W.data());
+      EXPECT_EQ(b.repacked_bytes(), 0u);
+    }
     std::mt19937 rng(3);
     for (int64_t n : {1, 3, 8, 70}) {
       for (bool exact : {false, true}) {
@@ -223,7 +251,7 @@ TEST(Repack, BackendOnAndOff) {
           return u;
         };
         const auto yon = run(bon, won, 0, n), yoff = run(boff, woff, 0, n);
-        if (n < df::cpu::repack_min_rows(t)) {  // Q6_K decode and verify: the planar kernels
+        if (n < df::cpu::repack_min_rows(t) || (t == GgmlType::Q8_0 && !q8)) {  // the planar kernels
           EXPECT_EQ(bits(yon), bits(yoff)) << df::type_name(t) << " n " << n;
         } else {
           EXPECT_LT(df::test::normalised_error(yoff, yon), 1e-9) << "n " << n;
@@ -239,8 +267,9 @@ TEST(Repack, BackendOnAndOff) {
           }
         }
         // row-count independence (formats with repack_min_rows > 1: up to 8 rows, as the planar
-        // kernels of row-exact mode)
-        for (int64_t r = 0; r < n && (df::cpu::repack_min_rows(t) == 1 || n <= 8); r += 3) {
+        // kernels of row-exact mode; planar Q8_0: in row-exact mode, up to 8 rows)
+        const bool planar_q8 = t == GgmlType::Q8_0 && !q8;
+        for (int64_t r = 0; r < n && (planar_q8 ? exact && n <= 8 : df::cpu::repack_min_rows(t) == 1 || n <= 8); r += 3) {
           const auto alone = run(bon, won, r, 1);
           EXPECT_EQ(bits(alone), bits(std::vector<float>(yon.begin() + r * m, yon.begin() + (r + 1) * m)))
               << df::type_name(t) << " n " << n << " row " << r;
@@ -252,8 +281,56 @@ TEST(Repack, BackendOnAndOff) {
   }
 }
 
+// An expert stack (weight_stack) is repacked as a whole: matmul_id gives each expert's rows
+// the bits of that expert's matrix loaded alone (weight(), repacked) times the same rows, for
+// experts with few rows (Q4_K, Q6_K: the planar kernels over the huge-page copy) and many;
+// repack off gives the planar kernels' bits.
+TEST(Repack, ExpertStackThroughMatmulId) {
+  if (!df::cpu::repack_supported(df::cpu::best_isa(), GgmlType::Q4_0, 256)) GTEST_SKIP() << "no AVX-512";
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    SCOPED_TRACE(df::type_name(t));
+    const int64_t E = 3, m = 32, k = 256, n = 14, used = 2;
+    const auto W = weight_rows(t, E * m, k, 9);
+    const size_t ebytes = df::row_bytes(t, k) * m;
+    // row r uses experts (0 or 1, 2): expert 0 gets 5 rows, 1 gets 9, 2 gets 14
+    std::vector<int32_t> ids;
+    for (int64_t r = 0; r < n; ++r) {
+      ids.push_back(r % 3 == 0 ? 0 : 1);
+      ids.push_back(2);
+    }
+    std::mt19937 rng(4);
+    auto x = df::test::gaussian(rng, static_cast<size_t>(n * k));
+    for (bool repack : {true, false}) {
+      df::cpu::CpuOptions o;
+      o.threads = 2;
+      o.repack = repack;
+      df::cpu::CpuBackend b(o);
+      const df::Tensor Ws = b.weight_stack(t, k, m, E, W.data());
+      EXPECT_EQ(b.repacked_bytes() > 0, repack);
+      std::vector<float> y(static_cast<size_t>(n * used * m), NAN);
+      b.matmul_id(Ws, E, df::optest::view(x, k), df::optest::view_i32(ids, used), df::optest::view(y, m));
+      for (int32_t e = 0; e < E; ++e) {
+        df::cpu::CpuBackend be(o);
+        const df::Tensor We = be.weight(t, k, m, W.data() + ebytes * static_cast<size_t>(e));
+        std::vector<float> xe;
+        std::vector<int64_t> slots;
+        for (int64_t s = 0; s < n * used; ++s)
+          if (ids[static_cast<size_t>(s)] == e) {
+            slots.push_back(s);
+            xe.insert(xe.end(), x.begin() + s / used * k, x.begin() + (s / used + 1) * k);
+          }
+        std::vector<float> ye(slots.size() * static_cast<size_t>(m));
+        be.matmul(We, df::optest::view(xe, k), df::optest::view(ye, m));
+        for (size_t i = 0; i < slots.size(); ++i)
+          ASSERT_EQ(std::memcmp(ye.data() + i * m, y.data() + slots[i] * m, m * sizeof(float)), 0)
+              << "expert " << e << " (" << slots.size() << " rows) slot " << slots[i] << " repack " << repack;
+      }
+    }
+  }
+}
+
 // The flag through the CLI: a Q4_0 model's logits with --cpu-repack on and off differ (the
-// flag takes effect: another summation order) by rounding only; off is the default; a bad
+// flag takes effect: another summation order) by rounding only; on is the default; a bad
 // value is an error.
 TEST(Repack, CliFlag) {
   if (!df::cpu::repack_supported(df::cpu::best_isa(), GgmlType::Q4_0, 256)) GTEST_SKIP() << "no AVX-512";
@@ -273,7 +350,7 @@ TEST(Repack, CliFlag) {
   const auto on = logits("--cpu-repack on"), off = logits("--cpu-repack off"), dflt = logits("");
   ASSERT_FALSE(on.empty());
   ASSERT_EQ(on.size(), off.size());
-  EXPECT_EQ(off, dflt);  // off is the default
+  EXPECT_EQ(on, dflt);  // on is the default
   EXPECT_NE(on, off);
   EXPECT_LT(df::test::normalised_error(off, on), 1e-4);  // a wrong kernel: order 1
   const auto bad = df::testutil::run_status(std::string(DF_CLI) + " logits -q -m " + model + " -p hi -o " + dir +

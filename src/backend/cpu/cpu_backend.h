@@ -23,11 +23,15 @@ struct CpuOptions {
   // order differs for F32/F16/BF16/Q8_0 (and matches llama.cpp's batched path).
   int exact_rows = 8;
   // Weights whose type has a load-time repacked layout on this ISA (quant/cpu/repack.h:
-  // Q4_0, Q4_K, Q6_K on AVX-512) are copied into it at load and multiplied through it, in
-  // llama.cpp's repacked summation order (other bits than off; flag --cpu-repack on|off).
-  // Off by default: with it, the qwen35moe Q4_K_M reference test's prefill logits are 1.17e-3
-  // from llama.cpp's (budget 1e-3; off: 9.4e-5; router top-k flips suspected, not analysed).
-  bool repack = false;
+  // Q4_0, Q8_0, Q4_K, Q6_K on AVX-512; expert stacks too) are copied into it at load and
+  // multiplied through it, in llama.cpp's repacked summation order where llama.cpp repacks
+  // (Q4_0, Q4_K: other bits than off; flag --cpu-repack on|off).
+  bool repack = true;
+  // With repack: Q8_0 in its repacked layout too (faster prefill; one f32 chain per output,
+  // not llama.cpp's 8-lane order: in the qwen35moe Q4_K_M reference test it moved a router
+  // choice of gap 1.5e-4 and the logits 1.2e-3 from llama.cpp's, over the 1e-3 budget).
+  // Off: Q8_0 keeps the planar kernels (llama.cpp's order) over a huge-page copy of its rows.
+  bool repack_q8_0 = false;
 };
 
 class CpuBackend final : public Backend {
@@ -74,7 +78,7 @@ class CpuBackend final : public Backend {
                    const Tensor& out) override;
 
   int threads() const { return pool_.size(); }
-  // Bytes of repacked weight copies held (0 with repack off).
+  // Bytes of repacked weight copies held, planar huge-page copies included (0 with repack off).
   size_t repacked_bytes() const;
   Isa isa() const { return kernels_.isa; }
 
@@ -94,12 +98,27 @@ class CpuBackend final : public Backend {
   // it when W is that whole weight (a view of other rows multiplies the planar rows).
   struct Repacked {
     int64_t cols, rows;
+    // the repacked layout; null where the format keeps its planar kernels (Q8_0 without
+    // repack_q8_0)
     std::shared_ptr<Buffer> buf;
+    // Where some calls run the planar kernels (repack_min_rows > 1: Q4_K, Q6_K; or no layout):
+    // a copy of the planar rows in huge-page memory, which one thread reads ~1.7x faster than
+    // the file's mapped pages (streaming, measured under load: 18 vs 31 GB/s); else null.
+    std::shared_ptr<Buffer> planar;
+    // made by weight_stack (each expert's rows start a group): matmul_id multiplies through it;
+    // a plain weight's copy serves matmul only (matmul_id of it equals the dense matmul of
+    // each expert's view, which runs the planar rows)
+    bool stack = false;
   };
   const Repacked* repacked(const Tensor& W) const;
+  // Makes W's repacked copy when repack is on and W's type and row length have a layout.
+  void make_repacked(const Tensor& W, bool stack);
+  // Whether a call of n activation rows multiplies through rp (repack_min_rows).
+  bool use_repacked(const Repacked* rp, GgmlType t, int64_t n) const;
 
   const Kernels& kernels_;
   bool repack_;
+  bool repack_q8_0_;
   std::unordered_map<const void*, Repacked> repacked_;
   const SsmVec& ssm_;
   int64_t exact_rows_opt_;  // CpuOptions::exact_rows

@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/exp_math.h"
 #include "common/error.h"
+#include "quant/cpu/repack.h"
 
 namespace df::cpu {
 namespace {
@@ -159,7 +160,11 @@ void CpuBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, c
   chunk = std::min(m, std::max<int64_t>(16, (chunk + 15) / 16 * 16));
   const int64_t chunks_per_expert = (m + chunk - 1) / chunk;
   const int64_t act_block = 64;
-  const uint8_t* Wp = static_cast<const uint8_t*>(W.data);
+  // the stack's repacked copy (weight_stack: each expert starts a group of rows)
+  const Repacked* found = repacked(W);
+  const Repacked* rp = found && found->stack ? found : nullptr;
+  const uint8_t* Wp = static_cast<const uint8_t*>(rp && rp->planar ? rp->planar->data() : W.data);
+  const size_t expert_bytes = rp ? cpu::repacked_bytes(W.type, cols, m) : 0;
   pool_.parallel_for(n_used * chunks_per_expert, [&](int64_t t, int) {
     const int64_t e = task_expert[t / chunks_per_expert];
     const int64_t c = t % chunks_per_expert;
@@ -167,8 +172,12 @@ void CpuBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, c
     const uint8_t* We = Wp + W.stride * static_cast<size_t>(e * m);
     for (int64_t g0 = start[e]; g0 < start[e + 1]; g0 += act_block) {
       const int64_t nr = std::min(act_block, start[e + 1] - g0);
-      gemm_rows(W.type, cols, We, W.stride, i0, i1, gathered + act_stride * static_cast<size_t>(g0), act_stride,
-                    nr, out + g0 * m, m);
+      const uint8_t* a = gathered + act_stride * static_cast<size_t>(g0);
+      if (use_repacked(rp, W.type, start[e + 1] - start[e]))
+        gemm_repacked(kernels_.isa, W.type, cols, static_cast<const uint8_t*>(rp->buf->data()) + expert_bytes * e, m, i0,
+                      i1, a, act_stride, nr, out + g0 * m, m);
+      else
+        gemm_rows(W.type, cols, We, W.stride, i0, i1, a, act_stride, nr, out + g0 * m, m);
     }
   });
 

@@ -658,6 +658,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.float_norm_prologue = opt.cuda_float_norm_prologue;
   o.fuse_deltanet = opt.cuda_fuse_deltanet;
   o.moe_pdl = opt.cuda_moe_pdl;
+  o.moe_gemm = opt.cuda_moe_gemm;
   o.mv_pipe = !opt.cuda_mv_no_pipe;
   o.mv_pipe_rows = !opt.cuda_mv_no_pipe_rows;
   o.l2_prefetch_bytes = opt.cuda_l2_prefetch_bytes;

@@ -84,6 +84,14 @@ struct CudaOptions {
   // routed ids. The same bits (CudaOps.MoePdlIsThePlainBits passed on the H200); on at the
   // engine level (EngineOptions::cuda_moe_pdl), off here for the plain kernels' tests.
   bool moe_pdl = false;
+  // matmul_id / matmul_id_swiglu of more than 16 rows (prefill) over resident stacks of a GEMM
+  // format through the grouped tensor-core GEMM (gemm/grouped.cuh: tiles of 32 slots of one
+  // expert from a device table, f16 operands, f32 sums, SwiGLU in the gate/up epilogue)
+  // instead of the grouped n = 8 matvec: within the GEMM's budget, not the matvec's bits.
+  // Decode and verify (<= 8 rows) and streamed experts are unchanged. On at the engine level
+  // (EngineOptions::cuda_moe_gemm; df_cuda_tests on the H200, pp512 2.9x), off here for the
+  // tests of the grouped matvec path.
+  bool moe_gemm = false;
   // Matvec weights prefetched into L2 before griddepcontrol.wait (cudamv::Context::set_l2_prefetch):
   // up to this many bytes a launch (0: none), and (mv_blocks_per_sm > 0) the matvec's persistent
   // grid capped at that many blocks per SM. The same bits.
@@ -237,6 +245,13 @@ class CudaBackend final : public Backend {
   const uint8_t* const* extended_table(const Tensor& W, const Tensor& Ws, int64_t n_expert, int64_t m);
   void expert_geometry(cudamv::PackedWeight& p, const ExpertStack* S, const Tensor& W, int64_t m) const;
   bool matmul_id_grouped(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y);
+  // matmul_id / matmul_id_swiglu (Wu non-null, y the gate output) of more than gemm::kMinRows
+  // rows through the grouped tensor-core GEMM with CudaOptions::moe_gemm (resident stacks);
+  // false (nothing written to y) where not taken.
+  bool matmul_id_gemm(const Tensor& Wg, const Tensor* Wu, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                      const Tensor& y);
+  int32_t* moe_grouping(const Tensor& ids, int64_t n_expert, int64_t chunks);  // launch_moe_group, once per routing
+  void grow_moe_scratch(void** p, size_t* have, size_t want, const char* what);
   CudaOptions opt_;
   bool streamed_ = false;                // routed experts in host memory (decided by reserve_weights)
   uint64_t free_at_start_ = 0;           // free device bytes when the backend was made

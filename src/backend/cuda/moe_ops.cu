@@ -8,7 +8,9 @@
 // distinct experts) that is each expert once; a verify batch re-reads the experts its rows
 // share. More rows (prefill) group the slots by expert on the device (no host round trip) and
 // run chunks of up to 8 rows of one expert in one launch, each chunk reading its expert once
-// (CudaOptions::moe_legacy: the ids downloaded, one launch per used expert).
+// (CudaOptions::moe_legacy: the ids downloaded, one launch per used expert), or with
+// CudaOptions::moe_gemm more than 16 rows run the grouped tensor-core GEMM (gemm/grouped.cuh)
+// over the same device grouping: tiles of 32 slots of one expert, one launch a product.
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -19,6 +21,9 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/expert_cache.h"
+#include "backend/cuda/gemm/gemm.cuh"
+#include "backend/cuda/gemm/grouped.cuh"
+#include "backend/cuda/matvec/layout.cuh"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/ops/get_rows.cuh"
 #include "backend/cuda/ops/moe.cuh"
@@ -100,6 +105,8 @@ MoeBuffers::~MoeBuffers() {
   if (fused) cudaFree(fused);
   for (auto& [key, t] : ext_tables) cudaFree(const_cast<uint8_t**>(t));
   if (gxy) cudaFree(gxy);
+  if (tiles) cudaFree(tiles);
+  if (xh) cudaFree(xh);
 }
 
 void CudaBackend::moe_route(const Tensor& logits, bool normalize, float scale, const Tensor& ids,
@@ -173,6 +180,38 @@ void CudaBackend::expert_geometry(cudamv::PackedWeight& p, const ExpertStack* S,
   p.tables = weights_->tables.tables();
 }
 
+// Scratch *p of at least `want` bytes (grown outside graph captures only, after a synchronize).
+void CudaBackend::grow_moe_scratch(void** p, size_t* have, size_t want, const char* what) {
+  if (want <= *have) return;
+  check(!ctx_->capturing(), "matmul_id scratch grows inside a graph capture");
+  cuda_check(cudaStreamSynchronize(ctx_->stream()), "matmul_id: synchronize before growing");
+  if (*p) cuda_check(cudaFree(*p), "cudaFree(matmul_id scratch)");
+  *p = nullptr;
+  *have = 0;
+  cuda_check(cudaMalloc(p, want), what);
+  *have = want;
+}
+
+// The grouping of a routing (ops/moe.cuh launch_moe_group): once per ids tensor at this I32 epoch.
+int32_t* CudaBackend::moe_grouping(const Tensor& ids, int64_t n_expert, int64_t C) {
+  const int64_t n = ids.rows, k = ids.cols, n_slots = n * k;
+  MoeBuffers& b = *moe_;
+  const size_t gn = static_cast<size_t>(n_expert + C + 16 * C + n_slots);
+  if (!(b.grp_of == ids.data && b.grp_rows == n && b.grp_cols == k && b.grp_experts == n_expert &&
+        b.grp_epoch == i32_epoch_)) {
+    size_t have = b.grp_n * sizeof(int32_t);
+    grow_moe_scratch(reinterpret_cast<void**>(&b.grp), &have, gn * sizeof(int32_t), "cudaMalloc(moe grouping)");
+    b.grp_n = have / sizeof(int32_t);
+    int32_t* g = b.grp;
+    launch_moe_group(static_cast<const int32_t*>(ids.data), n_slots, n_expert, C, k, g, g + n_expert,
+                     g + n_expert + C, g + n_expert + 9 * C, g + n_expert + 17 * C, ctx_->stream());
+    b.grp_of = ids.data, b.grp_rows = n, b.grp_cols = k, b.grp_experts = n_expert, b.grp_epoch = i32_epoch_;
+    b.grp_chunks = C;
+    ++b.grp_serial;
+  }
+  return b.grp;
+}
+
 bool CudaBackend::matmul_id_grouped(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids,
                                     const Tensor& y) {
   const int64_t n = ids.rows, k = ids.cols, cols = W.cols, m = W.rows / n_expert, n_slots = n * k;
@@ -188,35 +227,13 @@ bool CudaBackend::matmul_id_grouped(const Tensor& W, int64_t n_expert, const Ten
   expert_geometry(proto, S, W, m);
   MoeBuffers& b = *moe_;
   cudaStream_t st = ctx_->stream();
-  auto grow = [&](void** p, size_t* have, size_t want, const char* what) {
-    if (want <= *have) return;
-    check(!ctx_->capturing(), "matmul_id scratch grows inside a graph capture");
-    cuda_check(cudaStreamSynchronize(st), "matmul_id: synchronize before growing");
-    if (*p) cuda_check(cudaFree(*p), "cudaFree(matmul_id scratch)");
-    *p = nullptr;
-    *have = 0;
-    cuda_check(cudaMalloc(p, want), what);
-    *have = want;
-  };
-  // The grouping: once per routing (the ids tensor at this I32 epoch).
-  const size_t gn = static_cast<size_t>(n_expert + C + 16 * C + n_slots);
-  if (!(b.grp_of == ids.data && b.grp_rows == n && b.grp_cols == k && b.grp_experts == n_expert &&
-        b.grp_epoch == i32_epoch_)) {
-    size_t have = b.grp_n * sizeof(int32_t);
-    grow(reinterpret_cast<void**>(&b.grp), &have, gn * sizeof(int32_t), "cudaMalloc(moe grouping)");
-    b.grp_n = have / sizeof(int32_t);
-    int32_t* g = b.grp;
-    launch_moe_group(static_cast<const int32_t*>(ids.data), n_slots, n_expert, C, k, g, g + n_expert,
-                     g + n_expert + C, g + n_expert + 9 * C, g + n_expert + 17 * C, st);
-    b.grp_of = ids.data, b.grp_rows = n, b.grp_cols = k, b.grp_experts = n_expert, b.grp_epoch = i32_epoch_;
-    b.grp_chunks = C;
-  }
-  int32_t* chunk_e = b.grp + n_expert;
+  int32_t* chunk_e = moe_grouping(ids, n_expert, C) + n_expert;
   const int32_t* slot_of = chunk_e + C;
   const int32_t* x_of = chunk_e + 9 * C;
   const int32_t* pos_of = chunk_e + 17 * C;
   const size_t xg_b = align256(static_cast<size_t>(8 * C * cols) * sizeof(float));
-  grow(&b.gxy, &b.gxy_bytes, xg_b + static_cast<size_t>(8 * C * m) * sizeof(float), "cudaMalloc(moe gathered rows)");
+  grow_moe_scratch(&b.gxy, &b.gxy_bytes, xg_b + static_cast<size_t>(8 * C * m) * sizeof(float),
+                   "cudaMalloc(moe gathered rows)");
   float* xg = static_cast<float*>(b.gxy);
   float* yg = reinterpret_cast<float*>(static_cast<uint8_t*>(b.gxy) + xg_b);
   launch_moe_gather_padded(fp(x), fstride(x), cols, shared_x ? x_of : slot_of, chunk_e, C, xg, st);
@@ -227,6 +244,60 @@ bool CudaBackend::matmul_id_grouped(const Tensor& W, int64_t n_expert, const Ten
   launch_gather_rows_f32(yg, m, 8 * C, m, pos_of, n_slots, fp(y), fstride(y), st);
   if (S) experts_->count(*S, chunk_e, C, st);  // one read of its expert per chunk
   return true;
+}
+
+// matmul_id (Wu null) or matmul_id_swiglu (y = silu(Wg x) * (Wu x)) of more than
+// gemm::kMinRows rows through the grouped tensor-core GEMM (gemm/grouped.cuh) over the device
+// grouping: x once in f16, one launch, each tile's rows read from x and written to their slots
+// of y in place (no gathered copies). Resident stacks of a GEMM format only; false (nothing
+// written to y) otherwise.
+bool CudaBackend::matmul_id_gemm(const Tensor& Wg, const Tensor* Wu, int64_t n_expert, const Tensor& x,
+                                 const Tensor& ids, const Tensor& y) {
+  const int64_t n = ids.rows, k = ids.cols, cols = Wg.cols, m = Wg.rows / n_expert, n_slots = n * k;
+  const bool shared_x = x.rows == n;
+  if (!opt_.moe_gemm || opt_.moe_legacy || n <= gemm::kMinRows || cols % gemm::kColsStep != 0 ||
+      !cudamv::layout_supported(Wg.type) || fstride(x) % 4 != 0 || (reinterpret_cast<uintptr_t>(x.data) & 15u) != 0)
+    return false;
+  if (Wu && (Wu->type != Wg.type || Wu->rows != Wg.rows || Wu->cols != cols)) return false;
+  const int64_t C = moe_max_chunks(n_slots, n_expert), T = gemm::grouped_max_tiles(n_slots, n_expert);
+  if (C > 65535 || T > 65535) return false;
+  if (experts_ && (experts_->find(Wg.data) || (Wu && experts_->find(Wu->data)))) return false;  // streamed
+  const ExpertStack* S = nullptr;
+  gemm::GroupedArgs g{};
+  g.table[0] = expert_table(Wg, n_expert, &S);
+  g.table[1] = Wu ? expert_table(*Wu, n_expert, &S) : nullptr;
+  const cudamv::PackedWeight& P = packed(Wg);
+  if (Wu) {
+    const cudamv::PackedWeight& Pu = packed(*Wu);
+    if (Pu.q_row_bytes != P.q_row_bytes || Pu.m_row_bytes != P.m_row_bytes) return false;
+  }
+  MoeBuffers& b = *moe_;
+  cudaStream_t st = ctx_->stream();
+  int32_t* grp = moe_grouping(ids, n_expert, C);
+  const int32_t* slot_of = grp + n_expert + C;
+  const int32_t* x_of = grp + n_expert + 9 * C;
+  if (static_cast<size_t>(T) * sizeof(int4) > b.tiles_bytes) b.tiles_serial = ~0ull;  // a new buffer: rebuild
+  grow_moe_scratch(&b.tiles, &b.tiles_bytes, static_cast<size_t>(T) * sizeof(int4), "cudaMalloc(moe gemm tiles)");
+  auto* tiles = static_cast<int4*>(b.tiles);
+  if (b.tiles_serial != b.grp_serial) {  // once per grouping
+    gemm::launch_grouped_tiles(grp, n_expert, T, tiles, st);
+    b.tiles_serial = b.grp_serial;
+  }
+  grow_moe_scratch(&b.xh, &b.xh_bytes, static_cast<size_t>(x.rows * cols) * sizeof(uint16_t),
+                   "cudaMalloc(moe gemm f16 x)");
+  auto* xh = static_cast<uint16_t*>(b.xh);
+  gemm::convert_x_f16(fp(x), fstride(x), x.rows, cols, xh, st);
+  g.type = Wg.type;
+  g.n_expert = n_expert;
+  g.q_row_bytes = P.q_row_bytes, g.m_row_bytes = P.m_row_bytes;
+  g.rows = m, g.cols = cols;
+  g.tables = static_cast<const cudamv::DevTables*>(weights_->tables.tables());
+  g.tiles = tiles, g.max_tiles = T;
+  g.x_row = shared_x ? x_of : slot_of;
+  g.y_row = slot_of;
+  g.x = reinterpret_cast<const __half*>(xh);
+  g.y = fp(y), g.ys = fstride(y);
+  return gemm::grouped_gemm(g, st);
 }
 
 bool CudaBackend::matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n_expert, const Tensor& x,
@@ -272,6 +343,7 @@ void CudaBackend::matmul_id_swiglu(const Tensor& Wg, const Tensor& Wu, int64_t n
   OpScope ps(prof_.get(), "matmul_id_swiglu", n <= cudamv::kMaxRows ? 2 * routed_bytes(Wg, n_expert, n * ids.cols) : 0,
              [&] { return routed_shape(Wg, n_expert, n * ids.cols); });
   if (fuse_ && matmul_id_device(Wg, &Wu, n_expert, x, ids, gate)) return;
+  if (fuse_ && matmul_id_gemm(Wg, &Wu, n_expert, x, ids, gate)) return;
   Backend::matmul_id_swiglu(Wg, Wu, n_expert, x, ids, gate, up);
 }
 
@@ -297,6 +369,7 @@ void CudaBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, 
              [&] { return routed_shape(W, n_expert, n * k); });
   if (experts_ && !ctx_->capturing()) experts_->maintain();
   if (matmul_id_device(W, nullptr, n_expert, x, ids, y)) return;
+  if (matmul_id_gemm(W, nullptr, n_expert, x, ids, y)) return;
   if (matmul_id_grouped(W, n_expert, x, ids, y)) return;
 
   // Many rows: the ids on the host, the rows grouped by expert, each used expert run once.

@@ -59,6 +59,14 @@ struct MoeBuffers {
   std::map<std::pair<const void*, const void*>, const uint8_t* const*> ext_tables;
   void* gxy = nullptr;             // gathered x [8 C, cols], then the products [8 C, m]
   size_t gxy_bytes = 0;
+  uint64_t grp_serial = 0;         // bumped by every new grouping
+  // The grouped GEMM (CudaOptions::moe_gemm): its tile table (gemm/grouped.cuh) of grouping
+  // tiles_serial, and x in f16.
+  void* tiles = nullptr;
+  size_t tiles_bytes = 0;
+  uint64_t tiles_serial = ~0ull;
+  void* xh = nullptr;
+  size_t xh_bytes = 0;
   ~MoeBuffers();
 };
 

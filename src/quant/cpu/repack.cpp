@@ -14,21 +14,23 @@ namespace df::cpu {
 bool repack_supported(Isa isa, GgmlType t, int64_t n) {
   if (isa != Isa::AVX512 || static_cast<int>(best_isa()) < static_cast<int>(Isa::AVX512)) return false;
   if (t == GgmlType::Q4_0) return n > 0 && n % kQK4 == 0;
+  if (t == GgmlType::Q8_0) return n > 0 && n % kQK8_0 == 0;
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) return n > 0 && n % kQK_K == 0;
   return false;
 }
 
 int64_t repack_group_rows(GgmlType t) {
-  if (t == GgmlType::Q4_0) return kQ4_0x16Rows;
+  if (t == GgmlType::Q4_0 || t == GgmlType::Q8_0) return kQ4_0x16Rows;
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) return kQ4_Kx16Rows;
   throw Error("no repacked layout for type " + std::string(type_name(t)));
 }
 
-int64_t repack_min_rows(GgmlType t) { return t == GgmlType::Q6_K ? 9 : 1; }
+int64_t repack_min_rows(GgmlType t) { return t == GgmlType::Q6_K || t == GgmlType::Q4_K ? 9 : 1; }
 
 size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows) {
   const int64_t g = repack_group_rows(t);
   const size_t gb = t == GgmlType::Q4_0   ? q4_0x16_group_bytes(n / kQK4)
+                    : t == GgmlType::Q8_0 ? q8_0x16_group_bytes(n / kQK8_0)
                     : t == GgmlType::Q4_K ? q4_Kx16_group_bytes(n / kQK_K)
                                           : q6_Kx16_group_bytes(n / kQK_K);
   return gb * static_cast<size_t>((rows + g - 1) / g);
@@ -61,6 +63,16 @@ void repack_q4_0(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride,
   repack_x16<BlockQ4_0>(n / kQK4, kQ4_0x16Q, kQ4_0x16Meta, rows, src, src_stride, r0, r1, dst,
                         [](const BlockQ4_0& w, int r, uint8_t* qs, uint8_t* meta) {
                           for (int j = 0; j < 4; ++j) std::memcpy(qs + 64 * j + 4 * r, w.qs + 4 * j, 4);
+                          std::memcpy(meta + 2 * r, &w.d, 2);
+                        });
+}
+
+void repack_q8_0(int64_t n, int64_t rows, const uint8_t* src, size_t src_stride, int64_t r0, int64_t r1, uint8_t* dst) {
+  repack_x16<BlockQ8_0>(n / kQK8_0, kQ8_0x16Q, kQ8_0x16Meta, rows, src, src_stride, r0, r1, dst,
+                        [](const BlockQ8_0& w, int r, uint8_t* qs, uint8_t* meta) {
+                          for (int j = 0; j < 8; ++j)
+                            for (int e = 0; e < 4; ++e)
+                              qs[64 * j + 4 * r + e] = static_cast<uint8_t>(static_cast<uint8_t>(w.qs[4 * j + e]) ^ 0x80u);
                           std::memcpy(meta + 2 * r, &w.d, 2);
                         });
 }
@@ -104,6 +116,8 @@ void repack_rows(GgmlType t, int64_t n, int64_t rows, const uint8_t* src, size_t
     throw Error("repack_rows: rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") do not fall on groups");
   if (t == GgmlType::Q4_0)
     repack_q4_0(n, rows, src, src_stride, r0, r1, dst);
+  else if (t == GgmlType::Q8_0)
+    repack_q8_0(n, rows, src, src_stride, r0, r1, dst);
   else if (t == GgmlType::Q4_K)
     repack_q4_K(n, rows, src, src_stride, r0, r1, dst);
   else
@@ -117,6 +131,8 @@ void gemm_repacked(Isa isa, GgmlType t, int64_t n, const uint8_t* Wr, int64_t ro
   if (i0 == i1 || n_act <= 0) return;
   if (t == GgmlType::Q4_0)
     gemm_q4_0x16_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
+  else if (t == GgmlType::Q8_0)
+    gemm_q8_0x16_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
   else if (t == GgmlType::Q4_K)
     gemm_q4_Kx16_avx512(n, Wr, i0, i1, act, act_stride, n_act, Y, ldy);
   else

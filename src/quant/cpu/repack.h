@@ -9,6 +9,8 @@
 //   Q4_0: llama.cpp's repacked (Q4_0_8x8) order on AVX2 / AVX-512: per 32-element block the
 //         exact integer sum of the block, acc = fma(fp16(d_w) * fp16(d_a), float(isum), acc),
 //         one f32 chain per output, no horizontal sum.
+//   Q8_0: as Q4_0 (not llama.cpp's order on x86, which runs Q8_0 through vec_dot and
+//         llamafile's tiles: 8-lane sums; the model tests hold it to the same budgets).
 //   Q4_K: per super-block the exact integer sums isum = sum_v sc_v * (sub-block v's products)
 //         and msum = sum_v m_v * (sub-block v's activation sum), then
 //         acc = fma(fp16(d_w) * d_a, float(isum), acc), accm = fma(fp16(dmin_w) * d_a,
@@ -25,6 +27,9 @@
 // (the kernels load unaligned: any buffer works; 64-byte aligned is faster).
 //   Q4_0 x16 (AVX-512): rows in groups of 16 (the last group padded with zero rows); a block's
 //     quants qs[j 0..3][row][4] (nibble bytes 4j .. 4j+3 of each of the 16 rows, 256 bytes),
+//     its scales d[row] (fp16, 32 bytes).
+//   Q8_0 x16 (AVX-512): rows in groups of 16 (padded with zero rows); a block's quants
+//     qs[j 0..7][row][4] (bytes 4j .. 4j+3 of each row, stored +128: unsigned; 512 bytes),
 //     its scales d[row] (fp16, 32 bytes).
 //   Q4_K x16 (AVX-512): rows in groups of 16 (padded with zero rows); a super-block's quants
 //     qs[p 0..3][j 0..7][row][4] (row bytes 32p + 4j .. +3: the low nibbles are sub-block
@@ -51,9 +56,13 @@ size_t repacked_bytes(GgmlType t, int64_t n, int64_t rows);
 // into the repacked copy dst of all `rows` rows; r0 and r1 multiples of the group size
 // (r1 may be rows). Padding rows of the last group are written as zeros.
 int64_t repack_group_rows(GgmlType t);
-// Activation rows of a call from which the repacked kernel is the faster: 1, or 9 for Q6_K,
-// whose planar decode kernel reads memory faster (measured, 151936 x 1024 from DRAM: 7.3 vs
-// 9.3 ms a GEMV; prefill tiles: the repacked kernel). Calls of fewer rows (decode and verify)
+// Activation rows of a call from which the repacked kernel is used: 1, or 9 for Q6_K, whose
+// planar decode kernel reads memory faster (measured, 151936 x 1024 from DRAM: 7.3 vs 9.3 ms
+// a GEMV; prefill tiles: the repacked kernel), and for Q4_K, whose repacked order at one row
+// moved a router near-tie of the qwen35moe Q4_K_M reference test over its budget (logits
+// 1.2e-3 from llama.cpp's; bench/cpu/results/repack_default_2026-12-01_cpudec.md); its planar
+// decode over a huge-page copy measured 80 tok/CPU-s in a Q4_K_M model against 69 of the
+// repacked one on 4 KiB pages (repacked on huge pages not measured). Calls of fewer rows (decode and verify)
 // then run the planar row-exact kernels, so a row's bits stay independent of the row count up
 // to 8 rows; larger calls (prefill) sum in the repacked order, as Q8_0's prefill tiles do.
 int64_t repack_min_rows(GgmlType t);
@@ -82,6 +91,8 @@ constexpr size_t x16_group_bytes(int64_t nb, int64_t q, int64_t m) {
   return (static_cast<size_t>(nb * (q + m)) + 63) / 64 * 64;
 }
 constexpr size_t q4_0x16_group_bytes(int64_t ng) { return x16_group_bytes(ng, kQ4_0x16Q, kQ4_0x16Meta); }
+inline constexpr int64_t kQ8_0x16Q = 512, kQ8_0x16Meta = 32;
+constexpr size_t q8_0x16_group_bytes(int64_t ng) { return x16_group_bytes(ng, kQ8_0x16Q, kQ8_0x16Meta); }
 inline constexpr int64_t kQ4_Kx16Rows = 16, kQ4_Kx16Q = 2048, kQ4_Kx16Meta = 320;
 constexpr size_t q4_Kx16_group_bytes(int64_t nb) { return x16_group_bytes(nb, kQ4_Kx16Q, kQ4_Kx16Meta); }
 inline constexpr int64_t kQ6_Kx16Q = 3072, kQ6_Kx16Meta = 288;
@@ -89,6 +100,8 @@ constexpr size_t q6_Kx16_group_bytes(int64_t nb) { return x16_group_bytes(nb, kQ
 void gemm_q6_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
                          int64_t n_act, float* Y, int64_t ldy);
 void gemm_q4_Kx16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
+                         int64_t n_act, float* Y, int64_t ldy);
+void gemm_q8_0x16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
                          int64_t n_act, float* Y, int64_t ldy);
 void gemm_q4_0x16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
                          int64_t n_act, float* Y, int64_t ldy);

@@ -118,4 +118,90 @@ void gemm_q4_0x16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, c
       });
 }
 
+// ---------------- Q8_0 x16 ----------------
+//
+// A block's quants are eight 64-byte vectors j = 0..7, lane r holding bytes 4j .. 4j+3 of
+// row r's quants stored +128 (unsigned, for vpdpbusd). Eight vpdpbusd against the token's
+// 4-byte groups (broadcast), started from -128 * the token block's quant sum, give each lane
+// its row's exact block sum isum = sum_e q_e * a_e; then per output and block, in block order,
+// acc = fma(fp16(d_w) * fp16(d_a), float(isum), acc) (one f32 chain, as Q4_0 x16 above).
+namespace {
+
+struct AB8 {     // one token's block
+  int32_t nc;    // -128 * sum of its quants
+  float d;       // its scale
+};
+
+void pack_act8(const uint8_t* act, size_t act_stride, int64_t n_act, int64_t ng, AB8* ab) {
+  const __m256i one = _mm256_set1_epi8(1);
+  for (int64_t c = 0; c < n_act; ++c) {
+    const auto* a = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(c) * act_stride);
+    for (int64_t g = 0; g < ng; ++g) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[g].qs));
+      const int32_t sum = simd::hsum_i32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), one, q));
+      ab[c * ng + g] = {-128 * sum, simd::fp16(a[g].d)};
+    }
+  }
+}
+
+template <int C>
+void tile8(int64_t ng, const uint8_t* grp, const BlockQ8_0* const* a, const AB8* ab, float* y, int64_t ldy,
+           __mmask16 rows) {
+  constexpr bool kTwoChains = C <= 2;  // decode: two integer chains per output (exact)
+  __m512 acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const BlockOffsets o = block_offsets(g, ng, kQ8_0x16Q, kQ8_0x16Meta);
+    const uint8_t* qs = grp + o.q;
+    if constexpr (C == 1)
+      for (int l = 0; l < 8; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(qs + 2 * kPrefetchL1 + 64 * l), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(qs + 2 * kPrefetchL2 + 64 * l), _MM_HINT_T1);
+      }
+    __m512i w[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(qs + 64 * j);
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(grp + o.m)));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const int8_t* q = a[c][g].qs;
+      __m512i s0 = _mm512_set1_epi32(ab[c * ng + g].nc);
+      __m512i s1 = kTwoChains ? _mm512_setzero_si512() : s0;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        s0 = _mm512_dpbusd_epi32(s0, w[j], bcast4(q + 4 * j));
+        if constexpr (kTwoChains)
+          s1 = _mm512_dpbusd_epi32(s1, w[4 + j], bcast4(q + 16 + 4 * j));
+        else
+          s0 = _mm512_dpbusd_epi32(s0, w[4 + j], bcast4(q + 16 + 4 * j));
+      }
+      if constexpr (kTwoChains) s0 = _mm512_add_epi32(s0, s1);
+      const __m512 s = _mm512_mul_ps(wd, _mm512_set1_ps(ab[c * ng + g].d));
+      acc[c] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(s0), acc[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + c * ldy, rows, acc[c]);
+}
+
+using Tile8Fn = void (*)(int64_t, const uint8_t*, const BlockQ8_0* const*, const AB8*, float*, int64_t, __mmask16);
+constexpr Tile8Fn kTiles8[kCols] = {&tile8<1>, &tile8<2>, &tile8<3>, &tile8<4>,
+                                    &tile8<5>, &tile8<6>, &tile8<7>, &tile8<8>};
+
+}  // namespace
+
+void gemm_q8_0x16_avx512(int64_t n, const uint8_t* Wr, int64_t i0, int64_t i1, const uint8_t* act, size_t act_stride,
+                         int64_t n_act, float* Y, int64_t ldy) {
+  thread_local std::vector<AB8> ab;  // per thread, grown, never shrunk
+  const int64_t ng = n / kQK8_0;
+  if (ab.size() < static_cast<size_t>(n_act * ng)) ab.resize(static_cast<size_t>(n_act * ng));
+  pack_act8(act, act_stride, n_act, ng, ab.data());
+  repack::drive_x16<BlockQ8_0, kCols>(
+      Wr, q8_0x16_group_bytes(ng), i0, i1, act, act_stride, n_act,
+      [&](int C, const uint8_t* w, const BlockQ8_0* const* a, int64_t c0, int64_t row0, __mmask16 rows) {
+        kTiles8[C - 1](ng, w, a, ab.data() + c0 * ng, Y + c0 * ldy + row0, ldy, rows);
+      });
+}
+
 }  // namespace df::cpu

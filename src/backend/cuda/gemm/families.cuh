@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/gemm/grouped.cuh"
 #include "backend/cuda/matvec/dev_common.cuh"
 #include "quant/types.h"
 
@@ -20,6 +21,10 @@ bool gemm_raw_basic(GgmlType t, const cudamv::PlanarView& v, const __half* x, in
 bool gemm_raw_iq(GgmlType t, const cudamv::PlanarView& v, const __half* x, int64_t n, float* y, int64_t ys, int code,
                  cudaStream_t s);
 
+// The grouped GEMM (grouped.cuh) of each family: false when the type is not the family's.
+bool grouped_fast(const GroupedArgs& g, cudaStream_t s);
+bool grouped_raw_basic(const GroupedArgs& g, cudaStream_t s);
+bool grouped_raw_iq(const GroupedArgs& g, cudaStream_t s);
 
 struct SlabRange {
   int64_t r0, nr;  // weight rows

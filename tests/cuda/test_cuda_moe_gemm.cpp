@@ -1,0 +1,96 @@
+// The grouped tensor-core GEMM of the routed experts (CudaOptions::moe_gemm, gemm/grouped.cuh)
+// against the grouped matvec path it replaces for prefill (a backend without the flag) and
+// against the CPU reference: matmul_id_swiglu (gate/up with SwiGLU in the epilogue) and
+// matmul_id (down, one x row per slot) at 20 and 300 rows (experts with no slots, with
+// one tile and with several; outputs poisoned with NaN first, so every slot must be written),
+// for formats of each family of the tile kernel (planar Q4_K, Q8_0, Q6_K; raw Q5_K; raw IQ2_XS).
+// Budgets (not bits): the GEMM rounds x and the weights to f16 (relative 2^-11), the matvec
+// path rounds x to int8 blocks for its dp4a formats, the CPU reference its activations to the
+// weight's dot format: one product 1e-4, gate/up through SwiGLU (two chained products) 5e-4,
+// as the existing MoE op tests hold the grouped matvec path. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../unit/op_test_util.h"
+#include "cuda_test_util.h"
+#include "matvec_testing.h"
+
+namespace df::cudatest {
+namespace {
+
+using optest::nerr;
+using optest::randn;
+namespace mt = cudamv::testing;
+
+cuda::CudaBackend& gemm_backend() {
+  static cuda::CudaBackend b([] {
+    cuda::CudaOptions o;
+    o.moe_gemm = true;
+    return o;
+  }());
+  return b;
+}
+
+// k distinct experts of E per row; a skewed draw (some experts get many slots, some none).
+std::vector<int32_t> random_routing(int64_t n, int64_t k, int64_t E, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids;
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<int32_t> row;
+    while (static_cast<int64_t>(row.size()) < k) {
+      const auto u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+      const auto e = static_cast<int32_t>(static_cast<double>(E) * u * u);  // low ids more often
+      if (std::find(row.begin(), row.end(), e) == row.end()) row.push_back(e);
+    }
+    ids.insert(ids.end(), row.begin(), row.end());
+  }
+  return ids;
+}
+
+TEST(CudaMoeGemm, GroupedGemmAgainstGroupedMatvecAndCpu) {
+  DF_REQUIRE_GPU();
+  const int64_t E = 48, k = 8, dim = 512, ff = 256;
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::IQ2_XS}) {
+    SCOPED_TRACE(std::string(type_name(t)));
+    const auto gq = mt::random_blocks(t, dim, E * ff, 700 + static_cast<uint64_t>(t));
+    const auto uq = mt::random_blocks(t, dim, E * ff, 800 + static_cast<uint64_t>(t));
+    const auto dq = mt::random_blocks(t, ff, E * dim, 900 + static_cast<uint64_t>(t));
+    for (int64_t n : {20, 300}) {
+      SCOPED_TRACE("n=" + std::to_string(n));
+      const auto ids_h = random_routing(n, k, E, static_cast<uint32_t>(31 + n));
+      const auto xs = randn(static_cast<size_t>(n * dim), 41 + n);
+      const auto hs = randn(static_cast<size_t>(n * k * ff), 51 + n);
+      // gate/up (SwiGLU) of x [n, dim]; down of h [n k, ff] (a row per slot)
+      auto run = [&](Backend& b) -> std::vector<std::vector<float>> {
+        const Tensor G = b.weight_stack(t, dim, ff, E, gq.data());
+        const Tensor U = b.weight_stack(t, dim, ff, E, uq.data());
+        const Tensor D = b.weight_stack(t, ff, dim, E, dq.data());
+        auto ids = put(b, GgmlType::I32, k, n, ids_h.data());
+        auto x = put_f32(b, xs, dim);
+        auto gate = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * ff), NAN), ff);
+        auto up = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * ff), NAN), ff);
+        b.matmul_id_swiglu(G, U, E, x.t, ids.t, gate.t, up.t);
+        auto h = put_f32(b, hs, ff);
+        auto y = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * dim), NAN), dim);
+        b.matmul_id(D, E, h.t, ids.t, y.t);
+        return {get_f32(b, gate.t), get_f32(b, y.t)};
+      };
+      const auto ref = run(cpu_ref()), mv = run(*gpu()), gm = run(gemm_backend());
+      EXPECT_LE(nerr(ref[0], gm[0]), 5e-4) << "gate/up + SwiGLU, GEMM vs the CPU";
+      EXPECT_LE(nerr(mv[0], gm[0]), 5e-4) << "gate/up + SwiGLU, GEMM vs the grouped matvec";
+      EXPECT_LE(nerr(ref[1], gm[1]), 1e-4) << "down, GEMM vs the CPU";
+      EXPECT_LE(nerr(mv[1], gm[1]), 1e-4) << "down, GEMM vs the grouped matvec";
+      std::printf("%s n=%lld: NMSE gate/up vs cpu %.3g, vs matvec %.3g; down vs cpu %.3g, vs matvec %.3g\n",
+                  std::string(type_name(t)).c_str(), static_cast<long long>(n), nerr(ref[0], gm[0]), nerr(mv[0], gm[0]),
+                  nerr(ref[1], gm[1]), nerr(mv[1], gm[1]));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace df::cudatest
