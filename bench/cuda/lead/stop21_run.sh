@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lead's final device run (stop 21), one call: df_cuda_tests of final main (the binary `ctest -L cuda`
 # runs) while df_make_model writes the benchmark models into /tmp and /dev/shm, then the benches of
-# final main. Carry (built here, Release, CUDA sm_90, stripped, `tar -I 'xz -9'`):
+# final main. Carry (built here, Release, CUDA sm_90, stripped, PTX zeroed by bench/cuda/mvn/zero_ptx.py, `tar -I 'xz -9'`):
 #   .devcarry/lf/bins.tar.xz: diskformer, df_cuda_tests, df_make_model, lib/ (the .so files diskformer
 #   needs there: libpcre2-8, libcpp-httplib, libcurl's dependencies).
 # The session's device time was short (~250 s): benches once each.
@@ -11,6 +11,7 @@ python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2]
 chmod +x $D/diskformer $D/df_make_model $D/df_cuda_tests
 CUBLAS_DIR=$(dirname "$(find /usr/local/cuda*/ -name 'libcublas.so.13' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=$PWD/$D/lib:$CUBLAS_DIR
+export CUDA_DISABLE_PTX_JIT=1  # the carried binaries have their PTX zeroed (bench/cuda/mvn/zero_ptx.py): sm_90 SASS only
 VOCAB=tools/make_model/vocab_corpus.txt
 T0=$SECONDS
 mk() { local f=$1; shift; [ -s "$f" ] && return; "$D/df_make_model" -o "$f.tmp" --vocab-text $VOCAB "$@" > /dev/null 2>> $OUT/make.txt && mv "$f.tmp" "$f"; echo "make $f rc=$? $((SECONDS - T0)) s" >> $OUT/make.txt; }
