@@ -281,6 +281,48 @@ TEST(Repack, BackendOnAndOff) {
   }
 }
 
+// A backend outlives its models: bytes that a copy was made of may be freed and reused by a later
+// load (the fuzz_model target found it: an F32 matrix at the address of an earlier Q8_0 one read
+// past the old copy), or a corrupt file may put two tensors at one offset. weight() of the new
+// tensor never reuses the old copy: the product is that of a backend that never saw the old one.
+TEST(Repack, ReusedBytesNeverGetAnOlderCopy) {
+  if (!df::cpu::repack_supported(df::cpu::best_isa(), GgmlType::Q4_0, 512)) GTEST_SKIP() << "no AVX-512";
+  const int64_t k = 512, m = 16, n = 3;
+  df::cpu::CpuOptions on;
+  on.threads = 1;
+  on.repack = true;
+  std::mt19937 rng(9);
+  const auto x = df::test::gaussian(rng, static_cast<size_t>(n * k));
+  auto product = [&](df::cpu::CpuBackend& b, const df::Tensor& W) {
+    auto xb = b.alloc(static_cast<size_t>(n * k) * 4), yb = b.alloc(static_cast<size_t>(n * W.rows) * 4);
+    df::Tensor xt{xb->data(), GgmlType::F32, k, n, static_cast<size_t>(k) * 4};
+    df::Tensor yt{yb->data(), GgmlType::F32, W.rows, n, static_cast<size_t>(W.rows) * 4};
+    b.upload(xt, x.data(), static_cast<size_t>(n * k) * 4);
+    b.matmul(W, xt, yt);
+    std::vector<float> y(static_cast<size_t>(n * W.rows));
+    b.download(yt, y.data(), y.size() * 4);
+    return y;
+  };
+  // room for the largest of the matrices below (F32 rows)
+  std::vector<uint8_t> bytes(static_cast<size_t>(m * k) * 4);
+  for (auto [first, second] : {std::pair{GgmlType::Q8_0, GgmlType::F32}, {GgmlType::Q4_0, GgmlType::Q4_0},
+                               {GgmlType::Q4_K, GgmlType::Q8_0}}) {
+    SCOPED_TRACE(std::string(df::type_name(first)) + " then " + std::string(df::type_name(second)));
+    df::cpu::CpuBackend b(on);
+    const auto W1 = weight_rows(first, m, k, 1), W2 = weight_rows(second, m, k, 2);
+    std::memcpy(bytes.data(), W1.data(), W1.size());
+    const df::Tensor w1 = b.weight(first, k, m, bytes.data());
+    (void)product(b, w1);
+    std::memcpy(bytes.data(), W2.data(), W2.size());  // the bytes reused by another load
+    const df::Tensor w2 = b.weight(second, k, m, bytes.data());
+    df::cpu::CpuBackend fresh(on);
+    const df::Tensor w2f = fresh.weight(second, k, m, bytes.data());
+    const auto y = product(b, w2), yf = product(fresh, w2f);
+    ASSERT_EQ(y.size(), yf.size());
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(yf[i])) << i;
+  }
+}
+
 // An expert stack (weight_stack) is repacked as a whole: matmul_id gives each expert's rows
 // the bits of that expert's matrix loaded alone (weight(), repacked) times the same rows, for
 // experts with few rows (Q4_K, Q6_K: the planar kernels over the huge-page copy) and many;

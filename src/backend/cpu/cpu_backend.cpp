@@ -100,6 +100,10 @@ Tensor CpuBackend::weight(GgmlType type, int64_t cols, int64_t rows, const void*
   t.cols = cols;
   t.rows = rows;
   t.stride = row_bytes(type, cols);
+  // A copy made for these bytes before belongs to an older load (a backend outlives its models:
+  // the bytes may since have been freed and reused by another file) or to another tensor of a
+  // corrupt file at the same offset: it is made again for this tensor, never reused.
+  repacked_.erase(host);
   make_repacked(t, false);
   return t;
 }
@@ -108,7 +112,7 @@ void CpuBackend::make_repacked(const Tensor& t, bool stack) {
   const void* host = t.data;
   const GgmlType type = t.type;
   const int64_t cols = t.cols, rows = t.rows;
-  if (!repack_ || !host || !repack_supported(kernels_.isa, type, cols) || repacked_.contains(host)) return;
+  if (!repack_ || !host || !repack_supported(kernels_.isa, type, cols)) return;
   // llama.cpp repacks a matrix only when its rows are a multiple of 8 (ggml-cpu repack.cpp,
   // ne[1] % 8): the others (qwen35's 4-row ssm_alpha / ssm_beta) keep the planar vec_dot
   // order there, and so here (measured: repacked, the qwen35moe Q4_K_M reference test's
@@ -145,7 +149,7 @@ void CpuBackend::make_repacked(const Tensor& t, bool stack) {
                   std::min(part, bytes - o));
     });
   }
-  repacked_.emplace(host, Repacked{cols, rows, std::move(buf), std::move(planar), stack});
+  repacked_.emplace(host, Repacked{type, cols, rows, t.stride, std::move(buf), std::move(planar), stack});
 }
 
 bool CpuBackend::use_repacked(const Repacked* rp, GgmlType t, int64_t n) const {
@@ -163,6 +167,7 @@ Tensor CpuBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int64
   t.cols = cols;
   t.rows = rows * n_expert;
   t.stride = row_bytes(type, cols);
+  repacked_.erase(host);  // as in weight(): never an older load's copy
   // one repacked copy of all the experts' rows when each expert starts a group of rows
   // (matmul_id multiplies expert e through groups e * rows / G ..), as llama.cpp repacks
   // its expert stacks
@@ -173,7 +178,9 @@ Tensor CpuBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int64
 const CpuBackend::Repacked* CpuBackend::repacked(const Tensor& W) const {
   if (repacked_.empty()) return nullptr;
   const auto it = repacked_.find(W.data);
-  if (it == repacked_.end() || it->second.rows != W.rows || it->second.cols != W.cols) return nullptr;
+  if (it == repacked_.end()) return nullptr;
+  const Repacked& r = it->second;
+  if (r.type != W.type || r.rows != W.rows || r.cols != W.cols || r.stride != W.stride) return nullptr;
   return &it->second;
 }
 

@@ -97,7 +97,11 @@ class CpuBackend final : public Backend {
   // The repacked copy of a weight made by weight(), by the planar data pointer; matmul uses
   // it when W is that whole weight (a view of other rows multiplies the planar rows).
   struct Repacked {
+    // the matrix the copies were made of: a lookup by data pointer must match all of them (a
+    // corrupt file may place two tensors of other types or strides at the same bytes)
+    GgmlType type;
     int64_t cols, rows;
+    size_t stride;
     // the repacked layout; null where the format keeps its planar kernels (Q8_0 without
     // repack_q8_0)
     std::shared_ptr<Buffer> buf;
