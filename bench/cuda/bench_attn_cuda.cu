@@ -6,7 +6,7 @@
 // 128) and qwen35 27B (24/4, hd 256) and 64, 600, 2048, 8192 cached positions (the cache
 // capacity as `diskformer bench` sizes it: max(4096, positions + 129)).
 // Validation: each kernel against an f64 CPU reference (NMSE over every head of the first and
-// the last row), and each kernel's 8-row call against its rows launched alone (bits).
+// the last row), each kernel's 8-row call against its rows launched alone (bits), gqa256 = gqa.
 // Timing: a CUDA graph of 64 back-to-back launches, replayed; us per call, and GB/s of the
 // distinct K/V bytes the call reads (positions x kv_dim x 2 halves, once for all rows).
 //
@@ -116,64 +116,70 @@ json run_case(const Shape& s, int64_t positions, int64_t rows, int reps) {
   ck(cudaMemcpy(dpos.p, pos.data(), pos.size() * 4, cudaMemcpyHostToDevice), "upload pos");
   ck(cudaMemset(dcnt.p, 0, static_cast<size_t>(df::cuda::attention_counters(8, a)) * 4), "zero counters");
   json res = json::array();
-  for (bool v1 : {true, false}) {
-  cudaStream_t st;
-  ck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-  auto launch = [&](int64_t r0, int64_t n, float* out) {
-    df::cuda::launch_attention(static_cast<const float*>(dq.p) + r0 * qd, qd, n, static_cast<const __half*>(dK.p),
-                               static_cast<const __half*>(dV.p), kvd, static_cast<const int32_t*>(dpos.p) + r0, 0, a,
-                               static_cast<float*>(dscr.p), out, qd, st, static_cast<int32_t*>(dcnt.p), true, v1);
-  };
-  // Validation.
-  std::vector<float> all(q.size()), alone(q.size());
-  launch(0, rows, static_cast<float*>(dout.p));
-  ck(cudaMemcpyAsync(all.data(), dout.p, all.size() * 4, cudaMemcpyDeviceToHost, st), "download");
-  for (int64_t r = 0; r < rows; ++r) {
-    launch(r, 1, static_cast<float*>(dout.p) + r * qd);
-  }
-  ck(cudaMemcpyAsync(alone.data(), dout.p, alone.size() * 4, cudaMemcpyDeviceToHost, st), "download");
-  ck(cudaStreamSynchronize(st), "sync");
-  const bool rows_bits = std::memcmp(all.data(), alone.data(), all.size() * 4) == 0;
-  const double err = std::max(nmse(ref[0], all.data()), nmse(ref[1], all.data() + (rows - 1) * qd));
-  // Timing: a graph of 64 launches.
-  constexpr int kPerGraph = 64;
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  ck(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
-  for (int i = 0; i < kPerGraph; ++i) launch(0, rows, static_cast<float*>(dout.p));
-  ck(cudaStreamEndCapture(st, &g), "end capture");
-  ck(cudaGraphInstantiate(&ge, g, 0), "instantiate");
-  cudaEvent_t e0, e1;
-  ck(cudaEventCreate(&e0), "event");
-  ck(cudaEventCreate(&e1), "event");
-  ck(cudaGraphLaunch(ge, st), "warm-up");
-  std::vector<double> us;
-  for (int i = 0; i < reps; ++i) {
-    ck(cudaEventRecord(e0, st), "record");
-    ck(cudaGraphLaunch(ge, st), "replay");
-    ck(cudaEventRecord(e1, st), "record");
-    ck(cudaEventSynchronize(e1), "sync");
-    float ms = 0;
-    ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-    us.push_back(1000.0 * ms / kPerGraph);
-  }
-  std::sort(us.begin(), us.end());
-  const double med = us[us.size() / 2];
-  const double bytes = static_cast<double>(filled) * static_cast<double>(kvd) * 2 * 2;
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  cudaStreamDestroy(st);
-  const df::cuda::AttnSplit sp = df::cuda::attention_split(rows, a);
-  std::printf("%-4s %-3s pos %5lld rows %lld: %8.2f us  %7.1f GB/s  nmse %.2e  rows-bits %s  (%d slices of %lld)\n",
-              s.name, v1 ? "v1" : "gqa", static_cast<long long>(positions), static_cast<long long>(rows), med,
-              bytes / (med * 1e-6) / 1e9, err, rows_bits ? "same" : "DIFFER", sp.n_splits,
-              static_cast<long long>(sp.split_len));
-  res.push_back({{"shape", s.name}, {"kernel", v1 ? "v1" : "gqa"}, {"positions", positions}, {"rows", rows},
-                 {"n_ctx", n_ctx}, {"n_splits", sp.n_splits}, {"split_len", sp.split_len}, {"us_per_call", med},
-                 {"us_min", us.front()}, {"gb_per_s", bytes / (med * 1e-6) / 1e9}, {"nmse_vs_f64", err},
-                 {"rows_alone_bits", rows_bits}});
+  std::vector<float> gqa_out;
+  for (int kernel : {0, 1, 2}) {  // v1, gqa, gqa256 (wide)
+    const bool v1 = kernel == 0, wide = kernel == 2;
+    const char* kname = kernel == 0 ? "v1" : kernel == 1 ? "gqa" : "gqa256";
+    cudaStream_t st;
+    ck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+    auto launch = [&](int64_t r0, int64_t n, float* out) {
+      df::cuda::launch_attention(static_cast<const float*>(dq.p) + r0 * qd, qd, n, static_cast<const __half*>(dK.p),
+                                 static_cast<const __half*>(dV.p), kvd, static_cast<const int32_t*>(dpos.p) + r0, 0, a,
+                                 static_cast<float*>(dscr.p), out, qd, st, static_cast<int32_t*>(dcnt.p), true, v1,
+                                 wide);
+    };
+    // Validation.
+    std::vector<float> all(q.size()), alone(q.size());
+    launch(0, rows, static_cast<float*>(dout.p));
+    ck(cudaMemcpyAsync(all.data(), dout.p, all.size() * 4, cudaMemcpyDeviceToHost, st), "download");
+    for (int64_t r = 0; r < rows; ++r) {
+      launch(r, 1, static_cast<float*>(dout.p) + r * qd);
+    }
+    ck(cudaMemcpyAsync(alone.data(), dout.p, alone.size() * 4, cudaMemcpyDeviceToHost, st), "download");
+    ck(cudaStreamSynchronize(st), "sync");
+    const bool rows_bits = std::memcmp(all.data(), alone.data(), all.size() * 4) == 0;
+    if (kernel == 1) gqa_out = all;
+    const bool wide_bits = kernel != 2 || std::memcmp(all.data(), gqa_out.data(), all.size() * 4) == 0;
+    const double err = std::max(nmse(ref[0], all.data()), nmse(ref[1], all.data() + (rows - 1) * qd));
+    // Timing: a graph of 64 launches.
+    constexpr int kPerGraph = 64;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    ck(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capture");
+    for (int i = 0; i < kPerGraph; ++i) launch(0, rows, static_cast<float*>(dout.p));
+    ck(cudaStreamEndCapture(st, &g), "end capture");
+    ck(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+    cudaEvent_t e0, e1;
+    ck(cudaEventCreate(&e0), "event");
+    ck(cudaEventCreate(&e1), "event");
+    ck(cudaGraphLaunch(ge, st), "warm-up");
+    std::vector<double> us;
+    for (int i = 0; i < reps; ++i) {
+      ck(cudaEventRecord(e0, st), "record");
+      ck(cudaGraphLaunch(ge, st), "replay");
+      ck(cudaEventRecord(e1, st), "record");
+      ck(cudaEventSynchronize(e1), "sync");
+      float ms = 0;
+      ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+      us.push_back(1000.0 * ms / kPerGraph);
+    }
+    std::sort(us.begin(), us.end());
+    const double med = us[us.size() / 2];
+    const double bytes = static_cast<double>(filled) * static_cast<double>(kvd) * 2 * 2;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(st);
+    const df::cuda::AttnSplit sp = df::cuda::attention_split(rows, a);
+    std::printf("%-4s %-6s pos %5lld rows %lld: %8.2f us  %7.1f GB/s  nmse %.2e  rows-bits %s%s  (%d slices of %lld)\n",
+                s.name, kname, static_cast<long long>(positions), static_cast<long long>(rows), med,
+                bytes / (med * 1e-6) / 1e9, err, rows_bits ? "same" : "DIFFER", wide_bits ? "" : "  NOT THE GQA BITS",
+                sp.n_splits, static_cast<long long>(sp.split_len));
+    res.push_back({{"shape", s.name}, {"kernel", kname}, {"same_bits_as_gqa", wide_bits}, {"positions", positions}, {"rows", rows},
+                   {"n_ctx", n_ctx}, {"n_splits", sp.n_splits}, {"split_len", sp.split_len}, {"us_per_call", med},
+                   {"us_min", us.front()}, {"gb_per_s", bytes / (med * 1e-6) / 1e9}, {"nmse_vs_f64", err},
+                   {"rows_alone_bits", rows_bits}});
   }
   return res;
 }
@@ -195,7 +201,9 @@ int main(int argc, char** argv) {
       for (int64_t p : {64, 600, 2048, 8192})
         for (int64_t rows : {1, 8})
           for (json& j : run_case(s, p, rows, reps)) {
-            if (!(j["nmse_vs_f64"].get<double>() < 1e-6) || !j["rows_alone_bits"].get<bool>()) ++fails;
+            if (!(j["nmse_vs_f64"].get<double>() < 1e-6) || !j["rows_alone_bits"].get<bool>() ||
+                !j["same_bits_as_gqa"].get<bool>())
+              ++fails;
             res.push_back(std::move(j));
           }
     json doc = {{"bench", "bench_attn_cuda"}, {"cases", res}, {"validation_failures", fails}};

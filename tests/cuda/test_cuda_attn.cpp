@@ -19,12 +19,13 @@ namespace {
 using optest::nerr;
 using optest::randn;
 
-cuda::CudaBackend& backend_with(bool v1, bool fuse_qk, bool lean) {
-  static std::unique_ptr<cuda::CudaBackend> b[8];
-  const int i = (v1 ? 1 : 0) | (fuse_qk ? 2 : 0) | (lean ? 4 : 0);
+cuda::CudaBackend& backend_with(bool v1, bool fuse_qk, bool lean, bool wide = false) {
+  static std::unique_ptr<cuda::CudaBackend> b[16];
+  const int i = (v1 ? 1 : 0) | (fuse_qk ? 2 : 0) | (lean ? 4 : 0) | (wide ? 8 : 0);
   if (!b[i]) {
     cuda::CudaOptions o;
     o.attn_v1 = v1;
+    o.attn_wide = wide;
     o.fuse_qk_attention = fuse_qk;
     o.lean_kernels = lean;
     o.pdl = lean;
@@ -70,6 +71,11 @@ TEST(CudaAttn, KernelsMatchCpu) {
       EXPECT_LE(nerr(ref, got), 1e-5) << (v1 ? "v1" : "gqa") << " heads " << c.h.n_head << "/" << c.h.n_kv << " hd "
                                       << c.h.hd << " filled " << c.filled << " rows " << c.n;
     }
+    // The 256-thread GQA kernel (CudaOptions::attn_wide) gives the 128-thread kernel's bits.
+    const auto gqa = attend(backend_with(false, true, true), c.h, c.n_ctx, c.filled, c.n);
+    const auto wide = attend(backend_with(false, true, true, true), c.h, c.n_ctx, c.filled, c.n);
+    EXPECT_EQ(0, std::memcmp(gqa.data(), wide.data(), gqa.size() * 4))
+        << "wide heads " << c.h.n_head << "/" << c.h.n_kv << " hd " << c.h.hd << " filled " << c.filled;
   }
 }
 
@@ -141,17 +147,19 @@ std::string name(const QkCase& c) {
 }
 
 // One launch gives the bits of qk_norm_rope then attention (outputs and cache), with the
-// fused merge and with the merge kernel; and the CPU's results within the attention budget.
+// fused merge, with the merge kernel and in the 256-thread kernel; and the CPU's results within
+// the attention budget.
 TEST(CudaAttn, FusedQkNormRopeIsTheTwoOpsBits) {
   DF_REQUIRE_GPU();
   for (const QkCase& c : kQkCases) {
-    for (bool lean : {true, false}) {
-      const QkOut fused = qk_attend(backend_with(false, true, lean), c, c.n);
+    for (int cfg = 0; cfg < 3; ++cfg) {  // lean; plain (the merge kernel); lean, wide
+      const bool lean = cfg != 1, wide = cfg == 2;
+      const QkOut fused = qk_attend(backend_with(false, true, lean, wide), c, c.n);
       const QkOut two = qk_attend(backend_with(false, false, lean), c, c.n);
       ASSERT_EQ(fused.out.size(), two.out.size());
-      EXPECT_EQ(0, std::memcmp(fused.out.data(), two.out.data(), fused.out.size() * 4)) << name(c) << " lean " << lean;
-      EXPECT_EQ(fused.K, two.K) << name(c) << " lean " << lean;
-      EXPECT_EQ(fused.V, two.V) << name(c) << " lean " << lean;
+      EXPECT_EQ(0, std::memcmp(fused.out.data(), two.out.data(), fused.out.size() * 4)) << name(c) << " cfg " << cfg;
+      EXPECT_EQ(fused.K, two.K) << name(c) << " cfg " << cfg;
+      EXPECT_EQ(fused.V, two.V) << name(c) << " cfg " << cfg;
     }
     const QkOut fused = qk_attend(backend_with(false, true, true), c, c.n);
     const QkOut ref = qk_attend(cpu_ref(), c, c.n, false);

@@ -59,6 +59,9 @@ struct CudaOptions {
   // qk_norm_rope_attention of 1..8 rows in one launch (the GQA kernel with the norms, RoPE and
   // KV store folded in; the same bits as the two ops), with fuse and not attn_v1.
   bool fuse_qk_attention = true;
+  // The GQA kernel with 256 threads a block instead of 128 (the same tiles, sums and bits; the
+  // first tile's loads before the query heads' work). Not yet run on a GPU: off until measured.
+  bool attn_wide = false;
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.
@@ -238,6 +241,7 @@ class CudaBackend final : public Backend {
   bool lean_ = true;        // CudaOptions::lean_kernels
   bool attn_v1_ = false;    // CudaOptions::attn_v1
   bool fuse_qk_attn_ = true;  // CudaOptions::fuse_qk_attention
+  bool attn_wide_ = false;    // CudaOptions::attn_wide
   bool fuse_deltanet_ = false;  // CudaOptions::fuse_deltanet
   bool small_pdl_ = true;   // the small kernels launched with PDL (pdl && lean_kernels)
   std::unique_ptr<OpProfiler> prof_;  // null unless set_profiling(true)

@@ -241,7 +241,7 @@ void CudaBackend::qk_norm_rope_attention(const Tensor& q, const Tensor& k, const
   float* scratch = static_cast<float*>(ctx_->scratch(attention_scratch_floats(q.rows, a) * sizeof(float) + 16));
   int32_t* counters = lean_ ? ctx_->counters(static_cast<size_t>(attention_counters(q.rows, a))) : nullptr;
   launch_attention_gqa(fp(q), fstride(q), q.rows, f.K, f.V, cache.kv_dim, static_cast<const int32_t*>(pos.data), 0,
-                       a, scratch, fp(out), fstride(out), ctx_->stream(), counters, small_pdl_, &f);
+                       a, scratch, fp(out), fstride(out), ctx_->stream(), counters, small_pdl_, &f, attn_wide_);
 }
 
 }  // namespace df::cuda

@@ -203,12 +203,13 @@ bool attention_head_dim_supported(int32_t hd) { return hd == 32 || hd == 64 || h
 
 void launch_attention(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                       int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
-                      float* out, int64_t out_stride, cudaStream_t s, int32_t* counters, bool pdl, bool v1) {
+                      float* out, int64_t out_stride, cudaStream_t s, int32_t* counters, bool pdl, bool v1, bool wide) {
   if (rows == 0) return;
   const bool aligned = ((reinterpret_cast<uintptr_t>(K) | reinterpret_cast<uintptr_t>(V)) & 15u) == 0 &&
                        kv_stride % 8 == 0;
   if (!v1 && aligned && attention_gqa_supported(a)) {
-    launch_attention_gqa(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, s, counters, pdl);
+    launch_attention_gqa(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, s, counters, pdl,
+                         nullptr, wide);
     return;
   }
   const AttnSplit sp = attention_split(rows, a);

@@ -42,10 +42,11 @@ inline int64_t attention_counters(int64_t rows, const AttnArgs& a) { return rows
 // K, V [n_ctx, kv_stride] halves (kv_stride = n_head_kv * head_dim); q, out row strides in floats.
 // counters (may be null): attention_counters(rows, a) ints, zero before the call (and left
 // zero): the slices' last block of each (row, head) merges them (no merge kernel; the same
-// bits). pdl: ops/launch.cuh. v1: the one-block-per-query-head kernel (CudaOptions::attn_v1).
+// bits). pdl: ops/launch.cuh. v1: the one-block-per-query-head kernel (CudaOptions::attn_v1);
+// wide: the GQA kernel with 256 threads (attention_gqa.cuh; CudaOptions::attn_wide).
 void launch_attention(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                       int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
                       float* out, int64_t out_stride, cudaStream_t s, int32_t* counters = nullptr,
-                      bool pdl = false, bool v1 = false);
+                      bool pdl = false, bool v1 = false, bool wide = false);
 
 }  // namespace df::cuda

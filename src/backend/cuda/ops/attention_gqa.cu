@@ -10,10 +10,10 @@
 namespace df::cuda {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
+constexpr int kNormWarps = 4;  // warps that run norm_rope_head (FUSED), each with its scratch
 
-template <int HD>
+// NT threads a block: 128 (default), 256 (wide: CudaOptions::attn_wide).
+template <int HD, int kThreads>
 struct Tile {
   static constexpr int TP = HD <= 128 ? 64 : 32;      // positions per tile (K + V: 32 KiB at 128 and 256)
   static constexpr int RS = HD + 8;                   // shared row stride in halves: 16-byte reads of 8
@@ -50,12 +50,16 @@ __device__ __forceinline__ float dot_row(const float* qg, const __half* kr) {
 // slice kernel's: [m, l, acc[HD]]. counters (may be null): one int per (row, hk), zero between
 // calls; the last used slice of a (row, hk) to finish merges its G heads (a warp per head).
 // FUSED: the fused qk_norm_rope of GqaFuse (attention_gqa.cuh); rows = gridDim.z <= 8.
-template <int HD, bool FUSED>
+// kThreads 256 (wide): twice the threads over the same tiles (pairs, dims and pieces split
+// finer; every sum in the same order: the bits of 128), and the first tile's loads issued
+// before the query heads' work instead of after it.
+template <int HD, bool FUSED, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     gqa_kernel(const float* q, int64_t qs, const __half* K, const __half* V, int64_t kvs, const int32_t* pos,
                int64_t pos0, AttnArgs a, AttnSplit sp, float* part, float* out, int64_t os, int32_t* counters,
                GqaFuse f) {
-  using T = Tile<HD>;
+  using T = Tile<HD, kThreads>;
+  constexpr int kWarps = kThreads / 32;
   constexpr int TP = T::TP, RS = T::RS, CPR = T::CPR, LOADS = T::LOADS, DT = T::DT, HG = T::HG, NJ = T::NJ;
   __shared__ alignas(16) __half sK[TP * RS];
   __shared__ alignas(16) __half sV[TP * RS];
@@ -63,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float sW[kGqaMaxGroup][TP];  // a tile's scores, then its softmax weights
   __shared__ float sM[kGqaMaxGroup], sL[kGqaMaxGroup], sC[kGqaMaxGroup];
   __shared__ int sTicket;
-  __shared__ float sX[FUSED ? kWarps : 1][FUSED ? HD : 1];  // a warp's head scratch (norm_rope_head)
+  __shared__ float sX[FUSED ? kNormWarps : 1][FUSED ? HD : 1];  // a warp's head scratch (norm_rope_head)
   const int slice = blockIdx.x, hk = blockIdx.y;
   const int64_t r = blockIdx.z;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
@@ -84,13 +88,17 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t s1 = min(s0 + sp.split_len, last + 1);
 
   const float* qr = q + r * qs + static_cast<int64_t>(hk) * G * HD;
-  if constexpr (FUSED) {
-    for (int g = warp; g < G; g += kWarps)
-      norm_rope_head<KW>(qr + g * HD, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane,
-                         [&](int c, float o) { sQ[g * HD + c] = o * a.scale; });
-  } else {
-    for (int i = t; i < G * HD; i += kThreads) sQ[i] = qr[i] * a.scale;
-  }
+  auto query_heads = [&] {  // sQ: the group's query heads, scaled (FUSED: normed and rotated here)
+    if constexpr (FUSED) {
+      for (int g = warp; warp < kNormWarps && g < G; g += kNormWarps)
+        norm_rope_head<KW>(qr + g * HD, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane,
+                           [&](int c, float o) { sQ[g * HD + c] = o * a.scale; });
+    } else {
+      for (int i = t; i < G * HD; i += kThreads) sQ[i] = qr[i] * a.scale;
+    }
+  };
+  constexpr bool kWide = kThreads > 128;
+  if constexpr (!kWide) query_heads();
   // FUSED: the call's rows' positions (ascending) are made from k and v, not read.
   const int rows = static_cast<int>(gridDim.z);
   const int64_t first = FUSED ? pos[0] : 0;  // FUSED: pos given
@@ -130,6 +138,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
   if (s0 < s1) load(s0);
+  if constexpr (kWide) query_heads();  // wide: while the first tile's loads are in flight
   for (int64_t p0 = s0; p0 < s1; p0 += TP) {
     __syncthreads();  // the previous tile's shared reads are done (first: sQ, sM, sL written)
 #pragma unroll
@@ -141,7 +150,7 @@ __global__ void __launch_bounds__(kThreads)
     const int n = static_cast<int>(min(static_cast<int64_t>(TP), s1 - p0));
     if constexpr (FUSED) {  // the call's own rows in this tile: made here (and stored by their own block)
       __syncthreads();      // after the tile's (zero) pieces of those rows
-      for (int j = warp; j < rows; j += kWarps) {
+      for (int j = warp; warp < kNormWarps && j < rows; j += kNormWarps) {
         const int64_t pj = pos[j];
         if (pj < p0 || pj >= p0 + n) continue;
         const int row = static_cast<int>(pj - p0);
@@ -282,16 +291,19 @@ __global__ void gqa_merge_kernel(const float* part, const int32_t* pos, int64_t 
 template <int HD>
 void launch_hd(const float* q, int64_t qs, int64_t rows, const __half* K, const __half* V, int64_t kvs,
                const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch, float* out, int64_t os,
-               int32_t* counters, cudaStream_t s, bool pdl, const GqaFuse* fuse) {
+               int32_t* counters, cudaStream_t s, bool pdl, const GqaFuse* fuse, bool wide) {
   const AttnSplit sp = attention_split(rows, a);
   const dim3 grid(static_cast<unsigned>(sp.n_splits), static_cast<unsigned>(a.n_head_kv),
                   static_cast<unsigned>(rows));
+  const GqaFuse f = fuse ? *fuse : GqaFuse{};
+  auto go = [&](auto kernel, int threads) {
+    launch_kernel(kernel, grid, dim3(static_cast<unsigned>(threads)), 0, s, pdl, q, qs, K, V, kvs, pos, pos0, a, sp,
+                  scratch, out, os, counters, f);
+  };
   if (fuse)
-    launch_kernel(gqa_kernel<HD, true>, grid, dim3(kThreads), 0, s, pdl, q, qs, K, V, kvs, pos, pos0, a, sp, scratch,
-                  out, os, counters, *fuse);
+    wide ? go(gqa_kernel<HD, true, 256>, 256) : go(gqa_kernel<HD, true, 128>, 128);
   else
-    launch_kernel(gqa_kernel<HD, false>, grid, dim3(kThreads), 0, s, pdl, q, qs, K, V, kvs, pos, pos0, a, sp,
-                  scratch, out, os, counters, GqaFuse{});
+    wide ? go(gqa_kernel<HD, false, 256>, 256) : go(gqa_kernel<HD, false, 128>, 128);
   launch_check("attention (gqa)");
   if (sp.n_splits > 1 && !counters) {
     launch_kernel(gqa_merge_kernel<HD>, dim3(static_cast<unsigned>(a.n_head), static_cast<unsigned>(rows)),
@@ -305,17 +317,17 @@ void launch_hd(const float* q, int64_t qs, int64_t rows, const __half* K, const 
 void launch_attention_gqa(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                           int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
                           float* out, int64_t out_stride, cudaStream_t s, int32_t* counters, bool pdl,
-                          const GqaFuse* fuse) {
+                          const GqaFuse* fuse, bool wide) {
   if (rows == 0) return;
   if (!attention_gqa_supported(a)) throw Error("cuda attention (gqa): unsupported head shape");
   if (fuse && (rows > kGqaFuseMaxRows || !pos || fuse->rope.head_dim != a.head_dim || fuse->rope.n_rot > a.head_dim ||
                fuse->K != K || fuse->V != V))
     throw Error("cuda attention (gqa): the fused qk_norm_rope needs <= 8 rows, positions and the cache it reads");
   switch (a.head_dim) {
-    case 32: launch_hd<32>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, counters, s, pdl, fuse); break;
-    case 64: launch_hd<64>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, counters, s, pdl, fuse); break;
-    case 128: launch_hd<128>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, counters, s, pdl, fuse); break;
-    case 256: launch_hd<256>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, counters, s, pdl, fuse); break;
+    case 32: launch_hd<32>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, counters, s, pdl, fuse, wide); break;
+    case 64: launch_hd<64>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, counters, s, pdl, fuse, wide); break;
+    case 128: launch_hd<128>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, counters, s, pdl, fuse, wide); break;
+    case 256: launch_hd<256>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, counters, s, pdl, fuse, wide); break;
     default: throw Error("cuda attention (gqa): head_dim " + std::to_string(a.head_dim));
   }
 }

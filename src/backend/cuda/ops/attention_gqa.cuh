@@ -54,9 +54,11 @@ constexpr int64_t kGqaFuseMaxRows = 8;
 
 // Arguments as launch_attention's; scratch of attention_scratch_floats(rows, a) floats.
 // fuse (may be null): the fused qk_norm_rope above (pos must be given, rows <= kGqaFuseMaxRows).
+// wide: 256 threads a block instead of 128 over the same tiles (scores, V sums and loads split
+// finer; the first tile's loads issued before the query heads' work): the same bits.
 void launch_attention_gqa(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                           int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
                           float* out, int64_t out_stride, cudaStream_t s, int32_t* counters, bool pdl,
-                          const GqaFuse* fuse = nullptr);
+                          const GqaFuse* fuse = nullptr, bool wide = false);
 
 }  // namespace df::cuda
