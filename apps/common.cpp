@@ -65,6 +65,15 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_flag("--mv-no-pipe-rows", f.mv_no_pipe_rows,
                "GPU int8-x matvecs of 2..8 rows (a speculative verify) without the load pipeline (n = 1 keeps it; "
                "same bits, for comparison)");
+  app.add_flag("--cuda-attn-v1", f.cuda_attn_v1,
+               "GPU decode / verify attention by the v1 kernel (one block per query head) instead of the GQA kernel "
+               "(one block per key/value head serving its query heads; other summation order, for comparison)");
+  app.add_flag("--cuda-fuse-qk-attn,!--no-cuda-fuse-qk-attn", f.cuda_fuse_qk_attention,
+               "GPU decode / verify (1..8 rows): the q/k norms, RoPE and KV store inside the attention launch (one "
+               "launch a layer instead of two; default on; the same bits; off with --cuda-attn-v1)");
+  app.add_flag("--cuda-attn-wide", f.cuda_attn_wide,
+               "GPU decode / verify attention: the GQA kernel with 256 threads a block instead of 128 (the same bits; "
+               "not yet measured on a GPU, off by default)");
   app.add_flag("--cuda-l2-prefetch,!--no-cuda-l2-prefetch", f.cuda_l2_prefetch,
                "GPU matvecs prefetch their weights into L2 (cp.async.bulk.prefetch) before waiting for the previous "
                "kernel, up to --cuda-l2-prefetch-mb a launch (default off; the same bits)");
@@ -133,6 +142,9 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_moe_gemm = f.cuda_moe_gemm;
   o.mv_pipe = !f.mv_no_pipe;
   o.mv_pipe_rows = !f.mv_no_pipe_rows;
+  o.cuda_attn_v1 = f.cuda_attn_v1;
+  o.cuda_fuse_qk_attention = f.cuda_fuse_qk_attention;
+  o.cuda_attn_wide = f.cuda_attn_wide;
   o.cuda_l2_prefetch = f.cuda_l2_prefetch;
   o.cuda_l2_prefetch_mb = f.cuda_l2_prefetch_mb;
   o.cuda_mv_blocks_per_sm = f.cuda_mv_blocks_per_sm;

@@ -34,6 +34,9 @@ struct ModelFlags {
   bool cuda_moe_gemm = true;             // --no-cuda-moe-gemm: prefill's routed experts by the grouped matvec
   bool mv_no_pipe = false;
   bool mv_no_pipe_rows = false;
+  bool cuda_attn_v1 = false;
+  bool cuda_fuse_qk_attention = true;
+  bool cuda_attn_wide = false;
   bool cuda_l2_prefetch = false;     // --cuda-l2-prefetch / --no-cuda-l2-prefetch
   int64_t cuda_l2_prefetch_mb = 24;  // --cuda-l2-prefetch-mb
   int cuda_mv_blocks_per_sm = 0;     // --cuda-mv-blocks-per-sm

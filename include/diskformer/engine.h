@@ -51,6 +51,9 @@ struct EngineOptions {
   bool cuda_moe_pdl = true;              // CudaOptions::moe_pdl (df_cuda_tests on the H200, helper moe4)
   bool cuda_moe_gemm = true;             // CudaOptions::moe_gemm (df_cuda_tests on the H200, helper moegemm)
   bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
+  bool cuda_attn_v1 = false;   // --device cuda: decode attention by the v1 kernel (one block per query head)
+  bool cuda_fuse_qk_attention = true;  // --device cuda: q/k norm + RoPE + KV store inside the attention launch
+  bool cuda_attn_wide = false;  // --device cuda: the GQA attention kernel with 256 threads (not yet measured)
   bool mv_pipe_rows = true;    // and so at 2..8 rows (a speculative verify; false: those run the stop-19 loop)
   // CUDA matvec weights prefetched into L2 before each launch's griddepcontrol.wait, up to
   // cuda_l2_prefetch_mb MiB a launch (CudaOptions::l2_prefetch_bytes; same bits); cuda_mv_blocks_per_sm > 0

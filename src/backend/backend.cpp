@@ -115,6 +115,14 @@ void Backend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, co
   if (cache) kv_store(*cache, k, v, pos);
 }
 
+void Backend::qk_norm_rope_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                     const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
+                                     const RopeParams& rk, KvCache& cache, const AttentionParams& p,
+                                     const Tensor& out) {
+  qk_norm_rope(q, k, v, q_norm, k_norm, eps, pos, rq, rk, &cache);
+  attention(q, cache, pos, p, out);
+}
+
 
 void Backend::delta_net_core(const DeltaNetCore& a, std::span<const DeltaNetSeq> seqs) {
   const int64_t d = a.head_dim, kd = a.n_k_heads * d, vd = a.o.cols;

@@ -234,6 +234,12 @@ class Backend {
   virtual void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                             const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
                             const RopeParams& rk, KvCache* cache);
+  // qk_norm_rope(q, k, v, q_norm, k_norm, eps, pos, rq, rk, &cache); attention(q, cache, pos, p, out):
+  // the rows of one sequence (positions ascending). q and k: scratch.
+  virtual void qk_norm_rope_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                      const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
+                                      const RopeParams& rk, KvCache& cache, const AttentionParams& p,
+                                      const Tensor& out);
 
   // The Gated DeltaNet mixer's recurrent core (DeltaNetCore), rows of sequence s as
   // x.slice_rows(s.row0, s.n), q | k | v = conv's columns [0, Hk*d) | [Hk*d, 2*Hk*d) | [2*Hk*d, C):

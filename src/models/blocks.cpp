@@ -263,12 +263,16 @@ void attention_core(Backend& b, const AttnWeights& W, const AttnShape& s, AttnSc
   RopeParams rq = s.rope, rk = s.rope;
   rq.n_head = s.attn.n_head;
   rk.n_head = s.attn.n_head_kv;
-  const bool one = in.segments.size() == 1;                   // one sequence: its KV store fused
-  b.qk_norm_rope(q, k, v, W.q_norm, W.k_norm, s.eps, in.pos, rq, rk, one ? caches[0] : nullptr);
+  if (in.segments.size() == 1) {                              // one sequence: one fused op
+    b.qk_norm_rope_attention(q, k, v, W.q_norm, W.k_norm, s.eps, in.pos, rq, rk, *caches[0], s.attn, att);
+    if (W.gated) b.sigmoid_mul(t.gate.slice_rows(0, n), att, att);
+    return;
+  }
+  b.qk_norm_rope(q, k, v, W.q_norm, W.k_norm, s.eps, in.pos, rq, rk, nullptr);
   for (size_t i = 0; i < in.segments.size(); ++i) {           // per sequence: its own cache
     const Segment& g = in.segments[i];
     const Tensor pos = BatchInputs::rows_of(in.pos, g);
-    if (!one) b.kv_store(*caches[i], BatchInputs::rows_of(k, g), BatchInputs::rows_of(v, g), pos);
+    b.kv_store(*caches[i], BatchInputs::rows_of(k, g), BatchInputs::rows_of(v, g), pos);
     b.attention(BatchInputs::rows_of(q, g), *caches[i], pos, s.attn, BatchInputs::rows_of(att, g));
   }
   if (W.gated) b.sigmoid_mul(t.gate.slice_rows(0, n), att, att);

@@ -61,6 +61,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_moe_gemm = opt.cuda_moe_gemm;
   bo.cuda_mv_no_pipe = !opt.mv_pipe;
   bo.cuda_mv_no_pipe_rows = !opt.mv_pipe_rows;
+  bo.cuda_attn_v1 = opt.cuda_attn_v1;
+  bo.cuda_no_fuse_qk_attention = !opt.cuda_fuse_qk_attention;
+  bo.cuda_attn_wide = opt.cuda_attn_wide;
   bo.cuda_l2_prefetch_bytes = opt.cuda_l2_prefetch ? opt.cuda_l2_prefetch_mb << 20 : 0;
   bo.cuda_mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;

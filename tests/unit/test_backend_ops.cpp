@@ -176,6 +176,26 @@ std::vector<OpCase> make_cases() {
                        return r;
                      }});
   }
+  for (const int64_t n : {1, 5}) {  // the fused op of one sequence's rows (q, k scratch): its output
+    cases.push_back({"qk_norm_rope_attention_n" + std::to_string(n), kMatmul, [n](Backend& b, DeviceData& d) {
+                       const int32_t nh = 8, nkv = 2, hd = 128;
+                       const int64_t qd = nh * hd, kvd = nkv * hd, ctx = 256;
+                       const Tensor q = d.f32(randn(static_cast<size_t>(n * qd), 85, 2.0f), qd);
+                       const Tensor k = d.f32(randn(static_cast<size_t>(n * kvd), 86, 2.0f), kvd);
+                       const Tensor v = d.f32(randn(static_cast<size_t>(n * kvd), 87), kvd);
+                       const Tensor qn = d.f32(randn(hd, 88), hd), kn = d.f32(randn(hd, 89), hd);
+                       RopeParams rq;
+                       rq.n_head = nh, rq.head_dim = hd, rq.n_rot = hd, rq.freq_base = 1e6f;
+                       RopeParams rk = rq;
+                       rk.n_head = nkv;
+                       KvCache c = b.alloc_kv_cache(ctx, kvd, GgmlType::F16);
+                       const Tensor pos = d.i32(positions(62, n));  // across the GPU's 64-position slices
+                       const Tensor out = d.zeros(qd, n);
+                       b.qk_norm_rope_attention(q, k, v, qn, kn, 1e-6f, pos, rq, rk, c,
+                                                AttentionParams{nh, nkv, hd, 0.088f}, out);
+                       return d.read(out);
+                     }});
+  }
   // ---- mixture of experts: router (ids the same, weights elementwise), grouped expert
   //      products (decode, verify and prefill row counts; x shared or one row per slot), combine ----
   for (const auto& [E, k] : {std::pair<int64_t, int64_t>{8, 2}, {256, 8}}) {

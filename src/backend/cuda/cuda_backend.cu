@@ -111,6 +111,9 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   weights_->tables.set_l2_prefetch(opt.l2_prefetch_bytes, opt.mv_blocks_per_sm);
   fuse_ = opt.fuse;
   lean_ = opt.lean_kernels;
+  attn_v1_ = opt.attn_v1;
+  fuse_qk_attn_ = opt.fuse_qk_attention;
+  attn_wide_ = opt.attn_wide;
   fuse_deltanet_ = opt.fuse_deltanet;
   small_pdl_ = opt.pdl && opt.lean_kernels;
   moe_ = std::make_unique<MoeBuffers>();
@@ -412,7 +415,7 @@ void CudaBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos
   int32_t* counters = lean_ ? ctx_->counters(static_cast<size_t>(attention_counters(q.rows, a))) : nullptr;
   launch_attention(fp(q), fstride(q), q.rows, static_cast<const __half*>(c.k.data),
                    static_cast<const __half*>(c.v.data), c.kv_dim, static_cast<const int32_t*>(pos.data), 0, a,
-                   scratch, fp(out), fstride(out), ctx_->stream(), counters, small_pdl_);
+                   scratch, fp(out), fstride(out), ctx_->stream(), counters, small_pdl_, attn_v1_, attn_wide_);
 }
 
 void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
@@ -661,6 +664,9 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.moe_gemm = opt.cuda_moe_gemm;
   o.mv_pipe = !opt.cuda_mv_no_pipe;
   o.mv_pipe_rows = !opt.cuda_mv_no_pipe_rows;
+  o.attn_v1 = opt.cuda_attn_v1;
+  o.fuse_qk_attention = !opt.cuda_no_fuse_qk_attention;
+  o.attn_wide = opt.cuda_attn_wide;
   o.l2_prefetch_bytes = opt.cuda_l2_prefetch_bytes;
   o.mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;

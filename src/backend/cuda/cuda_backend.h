@@ -52,6 +52,16 @@ struct CudaOptions {
   bool lean_kernels = true;
   bool mv_pipe = true;  // int8-x matvecs with pipelined loads (cudamv::Context::pipe)
   bool mv_pipe_rows = true;  // and so at 2..8 rows (a verify; cudamv::Context::pipe_rows)
+  // Decode / verify attention (<= 16 rows) by the v1 kernel, one block per query head
+  // (ops/attention.cuh), instead of the GQA kernel (ops/attention_gqa.cuh: one block per
+  // key/value head serving its group). Other bits (a different summation order), for comparison.
+  bool attn_v1 = false;
+  // qk_norm_rope_attention of 1..8 rows in one launch (the GQA kernel with the norms, RoPE and
+  // KV store folded in; the same bits as the two ops), with fuse and not attn_v1.
+  bool fuse_qk_attention = true;
+  // The GQA kernel with 256 threads a block instead of 128 (the same tiles, sums and bits; the
+  // first tile's loads before the query heads' work). Not yet run on a GPU: off until measured.
+  bool attn_wide = false;
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.
@@ -180,6 +190,13 @@ class CudaBackend final : public Backend {
   void matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp, const Tensor& acc) override;
   void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
                     float eps, const Tensor& pos, const RopeParams& rq, const RopeParams& rk, KvCache* cache) override;
+  // 1..8 rows (decode, verify), with fuse_qk_attention: one launch of the GQA attention kernel
+  // that norms and rotates q and k itself and stores the rows' K and V (ops/attention_gqa.cuh;
+  // the bits of qk_norm_rope then attention); otherwise the default's two ops.
+  void qk_norm_rope_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                              const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
+                              const RopeParams& rk, KvCache& cache, const AttentionParams& p,
+                              const Tensor& out) override;
   // Decode (1..8 rows, lean kernels): two launches per sequence, conv + SILU + q/k l2 norms
   // (ops/ssm_conv.cuh) and the delta rule with the head norm and the silu(z) gate in its last
   // block per value head (ops/delta_rule.cuh); otherwise the default's six ops. The same bits.
@@ -222,6 +239,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<PackedWeights> weights_;
   bool fuse_ = true;
   bool lean_ = true;        // CudaOptions::lean_kernels
+  bool attn_v1_ = false;    // CudaOptions::attn_v1
+  bool fuse_qk_attn_ = true;  // CudaOptions::fuse_qk_attention
+  bool attn_wide_ = false;    // CudaOptions::attn_wide
   bool fuse_deltanet_ = false;  // CudaOptions::fuse_deltanet
   bool small_pdl_ = true;   // the small kernels launched with PDL (pdl && lean_kernels)
   std::unique_ptr<OpProfiler> prof_;  // null unless set_profiling(true)

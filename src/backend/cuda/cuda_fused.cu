@@ -1,6 +1,7 @@
 // The CUDA backend's fused ops (backend.h "fused ops"): the decode step's small kernels folded
 // into the matvec launches (matvec/mv_fuse.cuh) and one kernel for the attention heads' per-token
-// work (ops/qk_norm_rope.cuh). Each falls back to Backend's unfused default where a fusion
+// work (ops/qk_norm_rope.cuh), or that work inside the decode attention launch
+// (qk_norm_rope_attention, ops/attention_gqa.cuh). Each falls back to Backend's unfused default where a fusion
 // does not apply (more than 8 rows, strided tensors, mixed weight types, --no-fuse).
 //
 // Row exactness: whether a launch fuses the norm depends on the type, width and row count, so
@@ -14,6 +15,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/matvec/matvec.cuh"
 #include "backend/cuda/op_profile.h"
+#include "backend/cuda/ops/attention_gqa.cuh"
 #include "backend/cuda/ops/elementwise.cuh"
 #include "backend/cuda/ops/qk_norm_rope.cuh"
 #include "backend/cuda/ops/rms_norm.cuh"
@@ -153,21 +155,40 @@ void CudaBackend::matmul_add(const Tensor& W, const Tensor& x, const Tensor& tmp
     throw Error("cuda backend: matmul_add did not launch");
 }
 
+namespace {
+
+// Does qk_norm_rope's kernel apply (F32 dense rows, one head size, the same rope for q and k,
+// an F16 cache of k's width when given)?
+bool qk_fusable(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                const Tensor& pos, const RopeParams& rq, const RopeParams& rk, const KvCache* cache) {
+  const int64_t hd = rq.head_dim;
+  bool ok = q.type == GgmlType::F32 && k.type == GgmlType::F32 && v.type == GgmlType::F32 &&
+            hd == rk.head_dim && hd <= kQkMaxHeadDim && rq.n_rot == rk.n_rot && rq.n_rot <= hd &&
+            rq.n_rot % 2 == 0 && rq.n_rot > 0 && rq.freq_base == rk.freq_base &&
+            q.cols == rq.n_head * hd && k.cols == rk.n_head * hd && v.cols == k.cols && k.rows == q.rows &&
+            v.rows == q.rows && dense_f32(q_norm) && dense_f32(k_norm) && q_norm.cols == hd &&
+            k_norm.cols == hd && pos.type == GgmlType::I32 && pos.rows == q.rows &&
+            pos.stride == sizeof(int32_t) && (!cache || (cache->type == GgmlType::F16 && cache->kv_dim == k.cols));
+  for (int i = 0; i < 4; ++i) ok = ok && rq.sections[i] == rk.sections[i];
+  return ok;
+}
+
+RopeArgs rope_args(const RopeParams& rq) {
+  RopeArgs r;
+  r.head_dim = rq.head_dim;
+  r.n_rot = rq.n_rot;
+  r.theta_scale = std::pow(rq.freq_base, -2.0f / static_cast<float>(rq.n_rot));  // as rope()
+  for (int i = 0; i < 4; ++i) r.sections[i] = rq.sections[i];
+  return r;
+}
+
+}  // namespace
+
 void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                                const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
                                const RopeParams& rk, KvCache* cache) {
-  const int64_t hd = rq.head_dim;
-  const bool ok = fuse_ && q.type == GgmlType::F32 && k.type == GgmlType::F32 && v.type == GgmlType::F32 &&
-                  hd == rk.head_dim && hd <= kQkMaxHeadDim && rq.n_rot == rk.n_rot && rq.n_rot <= hd &&
-                  rq.n_rot % 2 == 0 && rq.n_rot > 0 && rq.freq_base == rk.freq_base &&
-                  q.cols == rq.n_head * hd && k.cols == rk.n_head * hd && v.cols == k.cols && k.rows == q.rows &&
-                  v.rows == q.rows && dense_f32(q_norm) && dense_f32(k_norm) && q_norm.cols == hd &&
-                  k_norm.cols == hd && pos.type == GgmlType::I32 && pos.rows == q.rows &&
-                  pos.stride == sizeof(int32_t) && (!cache || (cache->type == GgmlType::F16 && cache->kv_dim == k.cols));
-  bool same_sections = true;
-  for (int i = 0; i < 4; ++i) same_sections = same_sections && rq.sections[i] == rk.sections[i];
   OpScope ps(prof_.get(), "qk_norm_rope");
-  if (!ok || !same_sections) {
+  if (!fuse_ || !qk_fusable(q, k, v, q_norm, k_norm, pos, rq, rk, cache)) {
     Backend::qk_norm_rope(q, k, v, q_norm, k_norm, eps, pos, rq, rk, cache);
     return;
   }
@@ -178,10 +199,7 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v
   a.v = fp(v), a.v_stride = fstride(v);
   a.q_norm = fp(q_norm), a.k_norm = fp(k_norm), a.eps = eps;
   a.n_head = rq.n_head, a.n_head_kv = rk.n_head;
-  a.rope.head_dim = static_cast<int32_t>(hd);
-  a.rope.n_rot = rq.n_rot;
-  a.rope.theta_scale = std::pow(rq.freq_base, -2.0f / static_cast<float>(rq.n_rot));  // as rope()
-  for (int i = 0; i < 4; ++i) a.rope.sections[i] = rq.sections[i];
+  a.rope = rope_args(rq);
   a.pos = static_cast<const int32_t*>(pos.data);
   if (cache) {
     a.K = static_cast<__half*>(cache->k.data);
@@ -189,6 +207,41 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v
     a.kv_dim = cache->kv_dim;
   }
   launch_qk_norm_rope(a, q.rows, ctx_->stream(), small_pdl_);
+}
+
+void CudaBackend::qk_norm_rope_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                         const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
+                                         const RopeParams& rk, KvCache& cache, const AttentionParams& p,
+                                         const Tensor& out) {
+  AttnArgs a;
+  a.n_head = p.n_head;
+  a.n_head_kv = p.n_head_kv;
+  a.head_dim = p.head_dim;
+  a.scale = p.scale;
+  a.n_ctx = cache.n_ctx;
+  const bool ok = fuse_ && fuse_qk_attn_ && !attn_v1_ && q.rows >= 1 && q.rows <= kGqaFuseMaxRows &&
+                  qk_fusable(q, k, v, q_norm, k_norm, pos, rq, rk, &cache) && rq.head_dim == p.head_dim &&
+                  rq.n_head == p.n_head && rk.n_head == p.n_head_kv && attention_gqa_supported(a) &&
+                  dense_f32(out) && out.rows == q.rows && out.cols == q.cols &&
+                  ((reinterpret_cast<uintptr_t>(cache.k.data) | reinterpret_cast<uintptr_t>(cache.v.data)) & 15u) == 0 &&
+                  cache.kv_dim % 8 == 0;
+  if (!ok) {
+    Backend::qk_norm_rope_attention(q, k, v, q_norm, k_norm, eps, pos, rq, rk, cache, p, out);
+    return;
+  }
+  OpScope ps(prof_.get(), "qk_norm_rope_attention");
+  ctx_->make_current();
+  GqaFuse f;
+  f.k = fp(k), f.k_stride = fstride(k);
+  f.v = fp(v), f.v_stride = fstride(v);
+  f.q_norm = fp(q_norm), f.k_norm = fp(k_norm), f.eps = eps;
+  f.rope = rope_args(rq);
+  f.K = static_cast<__half*>(cache.k.data);
+  f.V = static_cast<__half*>(cache.v.data);
+  float* scratch = static_cast<float*>(ctx_->scratch(attention_scratch_floats(q.rows, a) * sizeof(float) + 16));
+  int32_t* counters = lean_ ? ctx_->counters(static_cast<size_t>(attention_counters(q.rows, a))) : nullptr;
+  launch_attention_gqa(fp(q), fstride(q), q.rows, f.K, f.V, cache.kv_dim, static_cast<const int32_t*>(pos.data), 0,
+                       a, scratch, fp(out), fstride(out), ctx_->stream(), counters, small_pdl_, &f, attn_wide_);
 }
 
 }  // namespace df::cuda

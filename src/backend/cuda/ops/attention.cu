@@ -1,7 +1,11 @@
 #include <algorithm>
+#include <cstdint>
+#include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops/attention.cuh"
+#include "backend/cuda/ops/attention_gqa.cuh"
+#include "backend/cuda/ops/attention_merge.cuh"
 #include "backend/cuda/ops/launch.cuh"
 #include "backend/cuda/ops/reduce.cuh"
 
@@ -28,35 +32,6 @@ __device__ __forceinline__ void load_halves(const __half* p, float* out) {
       out[e] = f.x, out[e + 1] = f.y;
     }
   }
-}
-
-// Lane `lane`'s E dims of the output of one (row, head) from the partial softmax sums of its
-// first n slices (pp: the (row, head)'s slices, [m, l, acc[head_dim]] each; n <= 64): lane s
-// reads slice s's max and sum, then every lane sums its dims over the slices in slice order.
-// The merge kernel and the fused merge (attention_slice_kernel's last block) both run it.
-template <int E, bool kPastL1>
-__device__ __forceinline__ void merge_slices(const float* pp, int n, int lane, float* orow) {
-  constexpr int HD = 32 * E;
-  auto ld = [](const float* p) { return kPastL1 ? __ldcg(p) : *p; };
-  float m0 = lane < n ? ld(pp + lane * (HD + 2)) : -INFINITY;
-  float m1 = lane + 32 < n ? ld(pp + (lane + 32) * (HD + 2)) : -INFINITY;
-  const float M = warp_max(fmaxf(m0, m1));
-  const float f0 = lane < n ? expf(m0 - M) : 0.0f, f1 = lane + 32 < n ? expf(m1 - M) : 0.0f;
-  const float l0 = lane < n ? ld(pp + lane * (HD + 2) + 1) : 0.0f;
-  const float l1 = lane + 32 < n ? ld(pp + (lane + 32) * (HD + 2) + 1) : 0.0f;
-  const float L = warp_sum(l0 * f0 + l1 * f1);
-  float o[E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) o[e] = 0.0f;
-  for (int s = 0; s < n; ++s) {
-    const float f = __shfl_sync(0xffffffffu, s < 32 ? f0 : f1, s % 32);
-    const float* q = pp + s * (HD + 2);
-#pragma unroll
-    for (int e = 0; e < E; ++e) o[e] += ld(q + 2 + lane * E + e) * f;
-  }
-  const float inv = 1.0f / L;
-#pragma unroll
-  for (int e = 0; e < E; ++e) orow[e] = o[e] * inv;
 }
 
 // part layout per (row, head, slice): [m, l, acc[head_dim]]. counters (may be null): one int
@@ -228,8 +203,15 @@ bool attention_head_dim_supported(int32_t hd) { return hd == 32 || hd == 64 || h
 
 void launch_attention(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                       int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
-                      float* out, int64_t out_stride, cudaStream_t s, int32_t* counters, bool pdl) {
+                      float* out, int64_t out_stride, cudaStream_t s, int32_t* counters, bool pdl, bool v1, bool wide) {
   if (rows == 0) return;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(K) | reinterpret_cast<uintptr_t>(V)) & 15u) == 0 &&
+                       kv_stride % 8 == 0;
+  if (!v1 && aligned && attention_gqa_supported(a)) {
+    launch_attention_gqa(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, scratch, out, out_stride, s, counters, pdl,
+                         nullptr, wide);
+    return;
+  }
   const AttnSplit sp = attention_split(rows, a);
   switch (a.head_dim) {
     case 32: launch_e<1>(q, q_stride, rows, K, V, kv_stride, pos, pos0, a, sp, scratch, out, out_stride, counters, s, pdl); break;

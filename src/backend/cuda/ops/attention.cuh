@@ -8,6 +8,9 @@
 // and a second kernel (or the slices' last block, with counters) merges the slices. Slices
 // past last_r exit at once, so the grid depends on the capacity only and a captured graph
 // replays at any position. With one slice, the first kernel writes the output itself.
+// That is the v1 kernel (one block per query head); by default launch_attention runs the GQA
+// kernel of attention_gqa.cuh instead (one block per key/value head serving its group, the
+// same slices and merge), where it applies (group <= 8, 16-byte aligned cache rows).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -39,10 +42,11 @@ inline int64_t attention_counters(int64_t rows, const AttnArgs& a) { return rows
 // K, V [n_ctx, kv_stride] halves (kv_stride = n_head_kv * head_dim); q, out row strides in floats.
 // counters (may be null): attention_counters(rows, a) ints, zero before the call (and left
 // zero): the slices' last block of each (row, head) merges them (no merge kernel; the same
-// bits). pdl: ops/launch.cuh.
+// bits). pdl: ops/launch.cuh. v1: the one-block-per-query-head kernel (CudaOptions::attn_v1);
+// wide: the GQA kernel with 256 threads (attention_gqa.cuh; CudaOptions::attn_wide).
 void launch_attention(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                       int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
                       float* out, int64_t out_stride, cudaStream_t s, int32_t* counters = nullptr,
-                      bool pdl = false);
+                      bool pdl = false, bool v1 = false, bool wide = false);
 
 }  // namespace df::cuda

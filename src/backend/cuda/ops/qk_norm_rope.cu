@@ -1,19 +1,11 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops/activations.cuh"
 #include "backend/cuda/ops/launch.cuh"
+#include "backend/cuda/ops/qk_head.cuh"
 #include "backend/cuda/ops/qk_norm_rope.cuh"
 
 namespace df::cuda {
 namespace {
-
-// Does pair i carry the token position under the IMROPE text rule (rope.cu's rule)?
-__device__ bool pair_rotates(const RopeArgs& a, int i) {
-  const int total = a.sections[0] + a.sections[1] + a.sections[2] + a.sections[3];
-  if (total == 0) return true;
-  const int sector = i % total;
-  return (sector % 3 == 0 && sector < 3 * a.sections[0]) || (sector % 3 == 1 && sector < 3 * a.sections[1]) ||
-         (sector % 3 == 2 && sector < 3 * a.sections[2]);
-}
 
 constexpr int kWarps = 8;
 
@@ -47,32 +39,11 @@ __global__ void __launch_bounds__(kWarps * 32) qk_norm_rope_kernel(QkNormRopeArg
   }
   const int hh = is_q ? h : h - a.n_head;
   float* x = (is_q ? a.q + r * a.q_stride : a.k + r * a.k_stride) + static_cast<int64_t>(hh) * hd;
-  const float scale = rms_scale_of(hd, a.eps, [&](int c) { return x[c]; });  // rms_norm's order
-  float* sh = head[warp];
-#pragma unroll
-  for (int i = 0; i < kW; ++i) {
-    const int c = lane + 32 * i;
-    if (c < hd) sh[c] = rms_apply(x[c], scale, wr[i]);
-  }
-  __syncwarp();
-  const int half = a.rope.n_rot / 2;
   __half* kdst = !is_q && a.K ? a.K + static_cast<int64_t>(p) * a.kv_dim + static_cast<int64_t>(hh) * hd : nullptr;
-  for (int c = lane; c < hd; c += 32) {
-    float out = sh[c];
-    if (c < 2 * half) {
-      const int i = c < half ? c : c - half;
-      if (pair_rotates(a.rope, i)) {
-        float theta = static_cast<float>(p);  // p * theta_scale^i by repeated products, as rope.cu
-        for (int j = 0; j < i; ++j) theta *= a.rope.theta_scale;
-        float sn, cs;
-        sincosf(theta, &sn, &cs);
-        const float x0 = sh[i], x1 = sh[i + half];
-        out = c < half ? x0 * cs - x1 * sn : x0 * sn + x1 * cs;
-      }
-    }
-    x[c] = out;
+  norm_rope_head<kW>(x, wr, a.eps, a.rope, p, head[warp], lane, [&](int c, float out) {
+    x[c] = out;  // x[c] was read before (the norm, sh): each lane writes only its own dims
     if (kdst) kdst[c] = __float2half_rn(out);
-  }
+  });
 }
 
 }  // namespace

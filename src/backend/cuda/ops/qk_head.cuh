@@ -1,0 +1,56 @@
+// One warp's work on one attention head of qk_norm_rope: the per-head RMS norm and the NeoX /
+// IMROPE rotation (rope.cu's angles). qk_norm_rope.cu's kernel and the fused attention kernel
+// (attention_gqa.cu) run this one function, so their q and k have the same bits.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "backend/cuda/ops/activations.cuh"
+#include "backend/cuda/ops/rope.cuh"
+
+namespace df::cuda {
+
+// Does pair i carry the token position under the IMROPE text rule (rope.cu's rule)?
+__device__ __forceinline__ bool pair_rotates(const RopeArgs& a, int i) {
+  const int total = a.sections[0] + a.sections[1] + a.sections[2] + a.sections[3];
+  if (total == 0) return true;
+  const int sector = i % total;
+  return (sector % 3 == 0 && sector < 3 * a.sections[0]) || (sector % 3 == 1 && sector < 3 * a.sections[1]) ||
+         (sector % 3 == 2 && sector < 3 * a.sections[2]);
+}
+
+// x [rope.head_dim] (global), normed with weights wr (lane's w[lane + 32 i], i < KW, KW * 32 >=
+// head_dim) and rotated at position p: emit(c, value) for the lane's dims c = lane, lane + 32, ...
+// sh: head_dim floats of this warp's shared scratch (free again when the function returns).
+template <int KW, class Emit>
+__device__ __forceinline__ void norm_rope_head(const float* x, const float* wr, float eps, const RopeArgs& rope,
+                                               int32_t p, float* sh, int lane, Emit emit) {
+  const int hd = rope.head_dim;
+  const float scale = rms_scale_of(hd, eps, [&](int c) { return x[c]; });  // rms_norm's order
+  __syncwarp();  // a previous call's reads of sh are done
+#pragma unroll
+  for (int i = 0; i < KW; ++i) {
+    const int c = lane + 32 * i;
+    if (c < hd) sh[c] = rms_apply(x[c], scale, wr[i]);
+  }
+  __syncwarp();
+  const int half = rope.n_rot / 2;
+  for (int c = lane; c < hd; c += 32) {
+    float out = sh[c];
+    if (c < 2 * half) {
+      const int i = c < half ? c : c - half;
+      if (pair_rotates(rope, i)) {
+        float theta = static_cast<float>(p);  // p * theta_scale^i by repeated products, as rope.cu
+        for (int j = 0; j < i; ++j) theta *= rope.theta_scale;
+        float sn, cs;
+        sincosf(theta, &sn, &cs);
+        const float x0 = sh[i], x1 = sh[i + half];
+        // Rounded products (no contraction): every kernel inlining this gets the same bits.
+        out = c < half ? __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn)) : __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+      }
+    }
+    emit(c, out);
+  }
+  __syncwarp();
+}
+
+}  // namespace df::cuda
