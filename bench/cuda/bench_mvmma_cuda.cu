@@ -89,7 +89,7 @@ double time_launches(int copies, Launch&& launch, cudaStream_t s) {
 }
 
 // ---- the mma kernel's instances: (F, N, D) ----
-constexpr int kDs[] = {2, 4};
+constexpr int kDs[] = {2, 3};
 
 template <class F, int N, int D>
 void prepare_one() {
@@ -97,7 +97,7 @@ void prepare_one() {
 }
 template <class F, int... Ns>
 void prepare_ns(std::integer_sequence<int, Ns...>) {
-  ((prepare_one<F, Ns + 1, 2>(), prepare_one<F, Ns + 1, 4>()), ...);
+  ((prepare_one<F, Ns + 1, 2>(), prepare_one<F, Ns + 1, 3>()), ...);
 }
 void prepare_all() {
   prepare_ns<mm::MmaQ4_0>(std::make_integer_sequence<int, 8>{});
@@ -106,20 +106,20 @@ void prepare_all() {
 
 template <class F, int... Ns>
 cudaError_t launch_ns(std::integer_sequence<int, Ns...>, const mm::View& v, const float* x, float* y, float* part,
-                      unsigned* cnt, int n, int d, int ks, bool pdl, cudaStream_t s) {
+                      unsigned* cnt, int n, int d, int ks, int wk, bool pdl, cudaStream_t s) {
   cudaError_t r = cudaErrorInvalidValue;
-  ((n == Ns + 1 ? (r = d == 2 ? mm::launch<F, Ns + 1, 2>(v, x, y, part, cnt, ks, pdl, s)
-                              : mm::launch<F, Ns + 1, 4>(v, x, y, part, cnt, ks, pdl, s),
+  ((n == Ns + 1 ? (r = d == 2 ? mm::launch<F, Ns + 1, 2>(v, x, y, part, cnt, ks, wk, pdl, s)
+                              : mm::launch<F, Ns + 1, 3>(v, x, y, part, cnt, ks, wk, pdl, s),
                    true)
                 : false) ||
    ...);
   return r;
 }
 cudaError_t launch_mma(GgmlType t, const mm::View& v, const float* x, float* y, float* part, unsigned* cnt, int n, int d,
-                       int ks, bool pdl, cudaStream_t s) {
+                       int ks, int wk, bool pdl, cudaStream_t s) {
   if (t == GgmlType::Q4_0)
-    return launch_ns<mm::MmaQ4_0>(std::make_integer_sequence<int, 8>{}, v, x, y, part, cnt, n, d, ks, pdl, s);
-  return launch_ns<mm::MmaQ8_0>(std::make_integer_sequence<int, 8>{}, v, x, y, part, cnt, n, d, ks, pdl, s);
+    return launch_ns<mm::MmaQ4_0>(std::make_integer_sequence<int, 8>{}, v, x, y, part, cnt, n, d, ks, wk, pdl, s);
+  return launch_ns<mm::MmaQ8_0>(std::make_integer_sequence<int, 8>{}, v, x, y, part, cnt, n, d, ks, wk, pdl, s);
 }
 
 template <class F, int... Ns>
@@ -130,7 +130,7 @@ json attrs_ns(std::integer_sequence<int, Ns...>) {
     if (cudaFuncGetAttributes(&at, kernel) == cudaSuccess)
       a.push_back({{"n", n}, {"d", d}, {"regs", at.numRegs}, {"local_bytes", at.localSizeBytes}});
   };
-  ((one(mm::mma_matvec<F, Ns + 1, 2>, Ns + 1, 2), one(mm::mma_matvec<F, Ns + 1, 4>, Ns + 1, 4)), ...);
+  ((one(mm::mma_matvec<F, Ns + 1, 2>, Ns + 1, 2), one(mm::mma_matvec<F, Ns + 1, 3>, Ns + 1, 3)), ...);
   return a;
 }
 
@@ -160,7 +160,7 @@ XRound round_x(const std::vector<float>& x, int n, int64_t cols) {
 
 // y[j][r] for the rows `rows_idx`, as the kernel computes it with ks splits.
 std::vector<float> emulate(GgmlType t, const uint8_t* blocks, int64_t rows, int64_t cols, const XRound& xr, int n, int ks,
-                           const std::vector<int64_t>& rows_idx) {
+                           int wk, const std::vector<int64_t>& rows_idx) {
   const int64_t nb = cols / 32, KG = cols / 128;
   std::vector<float> y(rows_idx.size() * n);
   const bool q4 = t == GgmlType::Q4_0;
@@ -171,8 +171,11 @@ std::vector<float> emulate(GgmlType t, const uint8_t* blocks, int64_t rows, int6
       float total = 0.0f;
       for (int s = 0; s < ks; ++s) {
         const int64_t kg0 = s * KG / ks, kg1 = (s + 1) * KG / ks;
+        float split = 0.0f;
+        for (int w = 0; w < wk; ++w) {
+        const int64_t w0 = kg0 + w * (kg1 - kg0) / wk, w1 = kg0 + (w + 1) * (kg1 - kg0) / wk;
         float acc = 0.0f;
-        for (int64_t blk = kg0 * 4; blk < kg1 * 4; ++blk) {
+        for (int64_t blk = w0 * 4; blk < w1 * 4; ++blk) {
           const uint8_t* src = blocks + (r * nb + blk) * bb;
           uint16_t dh;
           std::memcpy(&dh, src, 2);
@@ -184,7 +187,9 @@ std::vector<float> emulate(GgmlType t, const uint8_t* blocks, int64_t rows, int6
           const float d = df::fp16_to_fp32(dh) * xr.d[j * nb + blk];
           acc = std::fmaf(d, static_cast<float>(dot), acc);
         }
-        total = s == 0 ? acc : total + acc;
+        split = w == 0 ? acc : split + acc;
+        }
+        total = s == 0 ? split : total + split;
       }
       y[ri * n + j] = total;
     }
@@ -228,14 +233,27 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
     ck(cudaMemcpy(mw.back()->p, host.data(), qb + sb, cudaMemcpyHostToDevice), "mma weights");
   }
   auto view = [&](int i) { return mm::View{mw[i]->b(), mw[i]->b() + qb, rows, cols}; };
-  const int ks0 = mm::default_splits(rows, cols);
+  const int ks0 = mm::default_splits(rows, cols), KG = static_cast<int>(cols / 128);
+  // (ks, wk) configurations: ks CTAs per row tile (added by the last through L2), wk warps per
+  // row tile within a CTA (added in shared memory)
+  std::vector<std::pair<int, int>> cfgs;
+  auto add_cfg = [&](int ks, int wk) {
+    if (ks < 1 || ks * wk > KG) return;
+    for (auto& c : cfgs)
+      if (c.first == ks && c.second == wk) return;
+    cfgs.emplace_back(ks, wk);
+  };
+  add_cfg(ks0, 1);
+  if (variants) {
+    add_cfg(ks0 / 2, 2), add_cfg(ks0 / 4, 4), add_cfg(1, 4), add_cfg(1, 8), add_cfg(2, 4), add_cfg(2, 8), add_cfg(ks0 * 2, 1);
+  }
   DevBuf part(static_cast<size_t>(64) * 8 * rows * 4), cnt(static_cast<size_t>(rows / 16) * 4);
   ck(cudaMemset(cnt.p, 0, static_cast<size_t>(rows / 16) * 4), "cnt");
   const auto x = mt::random_x(8 * cols, 99);
   DevBuf dx(x.size() * 4), dy(static_cast<size_t>(8 * rows) * 4), dy1(static_cast<size_t>(rows) * 4);
   ck(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), "x");
-  auto mma = [&](int i, int n, int d, int ks, const float* xp, float* yp, cudaStream_t st) {
-    ck(launch_mma(t, view(i), xp, yp, part.f(), static_cast<unsigned*>(cnt.p), n, d, ks, true, st), "mma launch");
+  auto mma = [&](int i, int n, int d, std::pair<int, int> c, const float* xp, float* yp, cudaStream_t st) {
+    ck(launch_mma(t, view(i), xp, yp, part.f(), static_cast<unsigned*>(cnt.p), n, d, c.first, c.second, true, st), "mma launch");
   };
   auto fetch = [&](float* dp, int64_t count) {
     std::vector<float> h(static_cast<size_t>(count));
@@ -253,36 +271,40 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
   const XRound xr = round_x(x, 8, cols);
   std::vector<std::vector<float>> w;  // the sampled rows dequantized (CPU reference)
   for (int64_t r : vr) w.push_back(mt::dequant_rows(t, blocks.data() + df::row_bytes(t, cols) * static_cast<size_t>(r), cols, 1));
-  json val = json::object();
+  json val = json::object(), cval = json::array();
+  bool all_alone = true;
+  int64_t all_bad = 0;
+  for (auto c : cfgs)
   for (int d : kDs) {
     std::vector<std::vector<float>> yn(9);
     for (int n = 1; n <= 8; ++n) {
       ck(cudaMemset(dy.p, 0xff, static_cast<size_t>(8 * rows) * 4), "poison");
       ck(cudaDeviceSynchronize(), "poison");
-      mma(0, n, d, ks0, dx.f(), dy.f(), s);
+      mma(0, n, d, c, dx.f(), dy.f(), s);
       yn[n] = fetch(dy.f(), n * rows);
     }
     bool rows_alone = true;
     for (int j = 0; j < 8; ++j) {
       ck(cudaMemset(dy1.p, 0xff, static_cast<size_t>(rows) * 4), "poison");
       ck(cudaDeviceSynchronize(), "poison");
-      mma(0, 1, d, ks0, dx.f() + j * cols, dy1.f(), s);
+      mma(0, 1, d, c, dx.f() + j * cols, dy1.f(), s);
       const auto y1 = fetch(dy1.f(), rows);
       for (int n = j + 1; n <= 8; ++n) rows_alone = rows_alone && std::memcmp(y1.data(), yn[n].data() + j * rows, rows * 4) == 0;
     }
-    const auto em = emulate(t, blocks.data(), rows, cols, xr, 8, ks0, vr);
+    const auto em = emulate(t, blocks.data(), rows, cols, xr, 8, c.first, c.second, vr);
     int64_t em_bad = 0;
     for (size_t ri = 0; ri < vr.size(); ++ri)
       for (int j = 0; j < 8; ++j) em_bad += std::memcmp(&em[ri * 8 + j], &yn[8][j * rows + vr[ri]], 4) != 0;
-    val["d" + std::to_string(d)] = {{"rows_of_every_n_equal_row_alone", rows_alone},
-                                     {"emulation_mismatches", em_bad}, {"emulated_outputs", vr.size() * 8}};
-    if (d == kDs[0]) {
+    all_alone = all_alone && rows_alone, all_bad += em_bad;
+    cval.push_back({{"ks", c.first}, {"wk", c.second}, {"d", d}, {"rows_of_every_n_equal_row_alone", rows_alone},
+                    {"emulation_mismatches", em_bad}, {"emulated_outputs", vr.size() * 8}});
+    if (d == kDs[0] && c == cfgs[0]) {
       // NMSE against f64 (sampled rows, n = 8), and the dp4a kernel beside it
       std::vector<double> ref(vr.size() * 8);
       for (size_t ri = 0; ri < vr.size(); ++ri)
         for (int j = 0; j < 8; ++j) {
           double acc = 0.0;
-          for (int64_t c = 0; c < cols; ++c) acc += static_cast<double>(w[ri][c]) * x[j * cols + c];
+          for (int64_t cc = 0; cc < cols; ++cc) acc += static_cast<double>(w[ri][cc]) * x[j * cols + cc];
           ref[ri * 8 + j] = acc;
         }
       DevBuf dyd(static_cast<size_t>(8 * rows) * 4);
@@ -304,6 +326,9 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
       val["max_rel_diff_vs_dp4a_n8"] = maxrel;
     }
   }
+  val["configs"] = cval;
+  val["all_rows_of_every_n_equal_row_alone"] = all_alone;
+  val["all_emulation_mismatches"] = all_bad;
   res["validation"] = val;
 
   // -- speed --
@@ -313,24 +338,21 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
     const double ms_d = time_launches(copies, [&](int i, cudaStream_t st) { mv::matvec(dw[i], dx.f(), dy.f(), n, st); }, s);
     one["dp4a"] = {{"us", ms_d * 1e3}, {"gbs", wbytes / (ms_d * 1e-3) / 1e9}};
     json mvar = json::array();
-    std::vector<int> kss = {ks0};
-    if (variants) {
-      if (ks0 > 1) kss.push_back(ks0 / 2);
-      if (ks0 * 4 <= cols / 128) kss.push_back(ks0 * 2);
-    }
     double best = 1e30;
-    for (int ks : kss)
+    std::string best_cfg;
+    for (auto c : cfgs)
       for (int d : kDs) {
-        const double ms = time_launches(copies, [&](int i, cudaStream_t st) { mma(i, n, d, ks, dx.f(), dy.f(), st); }, s);
-        mvar.push_back({{"ks", ks}, {"d", d}, {"us", ms * 1e3}, {"gbs", wbytes / (ms * 1e-3) / 1e9}});
-        if (ks == ks0) best = std::min(best, ms);
+        const double ms = time_launches(copies, [&](int i, cudaStream_t st) { mma(i, n, d, c, dx.f(), dy.f(), st); }, s);
+        mvar.push_back({{"ks", c.first}, {"wk", c.second}, {"d", d}, {"us", ms * 1e3}, {"gbs", wbytes / (ms * 1e-3) / 1e9}});
+        if (ms < best) best = ms, best_cfg = std::to_string(c.first) + "/" + std::to_string(c.second) + "/" + std::to_string(d);
       }
     one["mma"] = mvar;
-    one["mma_best_default_ks_us"] = best * 1e3;
-    one["mma_over_dp4a_time"] = best / ms_d;
+    one["mma_best_us"] = best * 1e3;
+    one["mma_best_cfg_ks_wk_d"] = best_cfg;
+    one["mma_best_over_dp4a_time"] = best / ms_d;
     sp[std::to_string(n)] = one;
-    std::printf("%s %lldx%lld n=%d: dp4a %.1f us, mma(ks %d) %.1f us\n", std::string(df::type_name(t)).c_str(), static_cast<long long>(rows),
-                static_cast<long long>(cols), n, ms_d * 1e3, ks0, best * 1e3);
+    std::printf("%s %lldx%lld n=%d: dp4a %.1f us, mma best %.1f us (ks/wk/d %s)\n", std::string(df::type_name(t)).c_str(),
+                static_cast<long long>(rows), static_cast<long long>(cols), n, ms_d * 1e3, best * 1e3, best_cfg.c_str());
     std::fflush(stdout);
   }
   res["speed"] = sp;

@@ -5,9 +5,11 @@
 // One mma.sync.m16n8k32.s8 per (16 weight rows, one 32-block): A = the block's 16 x 32 int8
 // weights, B = 32 x 8 int8 x (column j = x row j; columns j >= n are zero), C = the 16 x 8
 // exact int32 block dots. Per output (row r, x row j) the thread that holds C[r][j] adds
-// fmaf(d_w d_x, float(dot), acc) over the blocks of its k-range in increasing order; the
-// k-ranges (ks splits, a function of the matrix shape only) are then added in split order
-// (split 0 + split 1 + ...). So a row's bits depend on its own x row and the shape, never on
+// fmaf(d_w d_x, float(dot), acc) over the blocks of its k-range in increasing order. The
+// k-ranges: ks splits over CTAs (grid.y; partials through L2, added in split order by the CTA
+// that finishes a row tile last), each split over wk warps of a CTA (added in warp order in
+// shared memory): total = sum_s (sum_w chain(s, w)), ks and wk a function of the matrix shape
+// only. So a row's bits depend on its own x row and the shape, never on
 // n (the columns of a C never mix), and are a fixed float order that a CPU emulation
 // reproduces exactly (bench_mvmma_cuda checks it). They are not the dp4a kernel's bits (that
 // kernel sums per lane over blocks l, l + 32 wpr, ..., then a butterfly).
@@ -145,23 +147,27 @@ __device__ void quantize_slice(const float* __restrict__ x, int64_t cols, int kg
 // when ks > 1. D: k-groups whose loads are in flight per warp.
 template <class F, int N, int D>
 __global__ void __launch_bounds__(kWarps * 32) mma_matvec(View v, const float* __restrict__ x, float* __restrict__ y,
-                                                          float* __restrict__ part, unsigned* __restrict__ cnt) {
+                                                          float* __restrict__ part, unsigned* __restrict__ cnt, int wk) {
   extern __shared__ uint4 smem_u4[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int ks = static_cast<int>(gridDim.y), s = static_cast<int>(blockIdx.y);
   const int KG = static_cast<int>(v.cols / kGroupElems);
   const int kg0 = static_cast<int>(int64_t{s} * KG / ks), kg1 = static_cast<int>(int64_t{s + 1} * KG / ks);
   const int nkg = kg1 - kg0;
+  // wk warps per row tile split the CTA's k-range once more (added in warp order in shared memory)
+  const int sub = warp % wk, tpc = kWarps / wk;
+  const int wkg0 = static_cast<int>(int64_t{sub} * nkg / wk), wkg1 = static_cast<int>(int64_t{sub + 1} * nkg / wk);
+  const int nw = wkg1 - wkg0;  // this warp's k-groups, from wkg0 (relative to kg0)
   const int64_t tiles = v.rows / kTileRows;
-  const int64_t rt = int64_t{blockIdx.x} * kWarps + warp;
+  const int64_t rt = int64_t{blockIdx.x} * tpc + warp / wk;
   const bool active = rt < tiles;
 
   struct Regs {
     uint4 q[F::kQWords];
     uint4 sc;
   };
-  const uint8_t* qbase = v.q + (rt * KG + kg0) * F::kQTile + lane * F::kQLane;
-  const uint8_t* sbase = v.s + (rt * KG + kg0) * kScaleTile + g * 16;
+  const uint8_t* qbase = v.q + (rt * KG + kg0 + wkg0) * F::kQTile + lane * F::kQLane;
+  const uint8_t* sbase = v.s + (rt * KG + kg0 + wkg0) * kScaleTile + g * 16;
   auto load = [&](Regs& r, int i) {
 #pragma unroll
     for (int w = 0; w < F::kQWords; ++w) r.q[w] = ldg_stream(qbase + int64_t{i} * F::kQTile + 16 * w);
@@ -171,7 +177,7 @@ __global__ void __launch_bounds__(kWarps * 32) mma_matvec(View v, const float* _
   if (active) {
 #pragma unroll
     for (int d = 0; d < D; ++d)
-      if (d < nkg) load(ring[d], d);
+      if (d < nw) load(ring[d], d);
   }
   // PDL: the weight loads above may overlap the previous kernel; x, y, part, cnt only after it.
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -180,12 +186,12 @@ __global__ void __launch_bounds__(kWarps * 32) mma_matvec(View v, const float* _
   float* ds = reinterpret_cast<float*>(xs + N * xrow_bytes(nkg));
   quantize_slice<F, N>(x, v.cols, kg0, nkg, xs, ds);
   __syncthreads();
-  if (!active) return;
 
   const int64_t xrb = xrow_bytes(nkg), dst = dstride_of(nkg);
   const int ja = 2 * t, jb = 2 * t + 1;  // the x rows of this lane's C columns
   float acc[4] = {0.f, 0.f, 0.f, 0.f};   // (row g, ja), (g, jb), (g + 8, ja), (g + 8, jb)
-  auto compute = [&](const Regs& r, int i) {
+  auto compute = [&](const Regs& r, int iw) {
+    const int i = wkg0 + iw;  // the k-group within the CTA's slice
     uint4 xb0 = make_uint4(0, 0, 0, 0), xb1 = xb0;
     if (g < N) {
       const uint8_t* p = xs + g * xrb + (i * 4 + t) * 32;
@@ -213,16 +219,28 @@ __global__ void __launch_bounds__(kWarps * 32) mma_matvec(View v, const float* _
       acc[3] = fmaf(__fmul_rn(dw1[b], dxb[b]), __int2float_rn(c[3]), acc[3]);
     }
   };
-  for (int i0 = 0; i0 < nkg; i0 += D) {
+  if (active)
+    for (int i0 = 0; i0 < nw; i0 += D) {
 #pragma unroll
-    for (int d = 0; d < D; ++d) {
-      const int i = i0 + d;
-      if (i < nkg) {
-        compute(ring[d], i);
-        if (i + D < nkg) load(ring[d], i + D);
+      for (int d = 0; d < D; ++d) {
+        const int i = i0 + d;
+        if (i < nw) {
+          compute(ring[d], i);
+          if (i + D < nw) load(ring[d], i + D);
+        }
       }
     }
+  if (wk > 1) {  // the tile's warps' sums in warp order, by its first warp
+    __shared__ float4 red[kWarps][32];
+    red[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (sub == 0)
+      for (int w = 1; w < wk; ++w) {
+        const float4 o = red[warp + w][lane];
+        acc[0] += o.x, acc[1] += o.y, acc[2] += o.z, acc[3] += o.w;
+      }
   }
+  if (!active || sub != 0) return;
   const int64_t r0 = rt * kTileRows + g, r1 = r0 + 8;
   const int64_t rows = v.rows;
   if (ks == 1) {
@@ -304,12 +322,13 @@ void prepare() {
 }
 
 template <class F, int N, int D>
-cudaError_t launch(const View& v, const float* x, float* y, float* part, unsigned* cnt, int ks, bool pdl,
+cudaError_t launch(const View& v, const float* x, float* y, float* part, unsigned* cnt, int ks, int wk, bool pdl,
                    cudaStream_t st) {
   const int KG = static_cast<int>(v.cols / kGroupElems);
   const int nkg_max = (KG + ks - 1) / ks;
   const size_t smem = smem_bytes(N, nkg_max);
-  const dim3 grid(static_cast<unsigned>((v.rows / kTileRows + kWarps - 1) / kWarps), static_cast<unsigned>(ks));
+  const int tpc = kWarps / wk;  // row tiles per CTA
+  const dim3 grid(static_cast<unsigned>((v.rows / kTileRows + tpc - 1) / tpc), static_cast<unsigned>(ks));
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -320,7 +339,7 @@ cudaError_t launch(const View& v, const float* x, float* y, float* part, unsigne
   cfg.stream = st;
   cfg.attrs = pdl ? attr : nullptr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, mma_matvec<F, N, D>, v, x, y, part, cnt);
+  return cudaLaunchKernelEx(&cfg, mma_matvec<F, N, D>, v, x, y, part, cnt, wk);
 }
 
 }  // namespace df::mvmma
