@@ -7,7 +7,11 @@
 //     dequantized weights and unrounded x, and how many outputs equal the dp4a kernel's bits;
 //   speed: us per call and GB/s (ggml weight bytes / time) at each n, graphs of back-to-back
 //     launches with PDL over weight copies cycling through >= 640 MB (as bench_matvec_cuda),
-//     the mma kernel at its default splits and pipeline depth and at the variants.
+//     the mma kernel at its default splits and pipeline depth and at the variants;
+//   the kernels of mma_planar.cuh beside it (helper mvmma2): the same arithmetic reading the
+//     tile layout with wk = 1 instances ("tile2"), and reading the dp4a kernel's own planar
+//     PackedWeight ("planar_shfl", "planar_ld32"), each validated as above and against the
+//     tile kernel's bits (every output, n = 8), then timed at every (ks, wk).
 //
 //   bench_mvmma_cuda --out mvmma.json [--types q4_0,q8_0] [--shapes 2560x9728,...] [--ns 1,2,3,4,8]
 #include <cuda_runtime.h>
@@ -25,6 +29,7 @@
 #include "backend/cuda/matvec/matvec.cuh"
 #include "common/error.h"
 #include "matvec_testing.h"
+#include "mvmma/mma2_dispatch.h"
 #include "mvmma/mma_matvec.cuh"
 
 using df::GgmlType;
@@ -32,6 +37,7 @@ using nlohmann::json;
 namespace mv = df::cudamv;
 namespace mt = df::cudamv::testing;
 namespace mm = df::mvmma;
+namespace m2 = df::mvmma2;
 
 namespace {
 
@@ -134,6 +140,17 @@ json attrs_ns(std::integer_sequence<int, Ns...>) {
   return a;
 }
 
+// The kernels compared: mvmma's tile kernel (src < 0) at D = 2 and 3, and the mma_planar.cuh
+// sources at the type's depth.
+struct Kern {
+  std::string name;
+  int src, d;
+};
+std::vector<Kern> kernels_of(GgmlType t) {
+  const int d2 = t == GgmlType::Q4_0 ? m2::kDepthQ4_0 : m2::kDepthQ8_0;
+  return {{"tile_d2", -1, 2}, {"tile_d3", -1, 3}, {"tile2", 0, d2}, {"planar_shfl", 1, d2}, {"planar_ld32", 2, d2}};
+}
+
 // ---- CPU emulation of the mma kernel (x rounding of xq.cuh, its float order) ----
 struct XRound {
   std::vector<int8_t> q;   // [n][cols]
@@ -233,6 +250,18 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
     ck(cudaMemcpy(mw.back()->p, host.data(), qb + sb, cudaMemcpyHostToDevice), "mma weights");
   }
   auto view = [&](int i) { return mm::View{mw[i]->b(), mw[i]->b() + qb, rows, cols}; };
+  // mma_planar.cuh: the tile planes, or the dp4a kernel's PackedWeight as it is
+  const int64_t nb = cols / 32;
+  if (dw[0].q_row_bytes != static_cast<size_t>(nb) * (t == GgmlType::Q4_0 ? 16 : 32) || dw[0].m_row_bytes < static_cast<size_t>(nb) * 2 ||
+      dw[0].m_row_bytes % 8 != 0)
+    throw df::Error("PackedWeight is not the planar Q4_0 / Q8_0 layout");
+  auto wview = [&](int i, bool planar) {
+    if (!planar) return m2::WView{mw[i]->b(), mw[i]->b() + qb, 0, 0, rows, cols};
+    return m2::WView{dw[i].data, dw[i].data + dw[i].m_offset, static_cast<int64_t>(dw[i].q_row_bytes),
+                     static_cast<int64_t>(dw[i].m_row_bytes), rows, cols};
+  };
+  const std::vector<Kern> kerns = kernels_of(t);
+  const int d2 = kerns[2].d;
   const int ks0 = mm::default_splits(rows, cols), KG = static_cast<int>(cols / 128);
   // (ks, wk) configurations: ks CTAs per row tile (added by the last through L2), wk warps per
   // row tile within a CTA (added in shared memory)
@@ -255,6 +284,14 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
   auto mma = [&](int i, int n, int d, std::pair<int, int> c, const float* xp, float* yp, cudaStream_t st) {
     ck(launch_mma(t, view(i), xp, yp, part.f(), static_cast<unsigned*>(cnt.p), n, d, c.first, c.second, true, st), "mma launch");
   };
+  auto run_k = [&](const Kern& k, int i, int n, std::pair<int, int> c, const float* xp, float* yp, cudaStream_t st) {
+    if (k.src < 0) return mma(i, n, k.d, c, xp, yp, st);
+    const auto src = static_cast<m2::Src>(k.src);
+    const m2::WView wv = wview(i, src != m2::Src::Tile);
+    ck(t == GgmlType::Q4_0 ? m2::launch_q4_0(src, wv, xp, yp, part.f(), static_cast<unsigned*>(cnt.p), n, c.first, c.second, true, st)
+                           : m2::launch_q8_0(src, wv, xp, yp, part.f(), static_cast<unsigned*>(cnt.p), n, c.first, c.second, true, st),
+       "mma2 launch");
+  };
   auto fetch = [&](float* dp, int64_t count) {
     std::vector<float> h(static_cast<size_t>(count));
     ck(cudaStreamSynchronize(s), "sync");
@@ -274,31 +311,42 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
   json val = json::object(), cval = json::array();
   bool all_alone = true;
   int64_t all_bad = 0;
-  for (auto c : cfgs)
-  for (int d : kDs) {
+  int64_t all_tile_bits_differ = 0;
+  for (auto c : cfgs) {
+  const auto em = emulate(t, blocks.data(), rows, cols, xr, 8, c.first, c.second, vr);
+  std::vector<float> tile8;  // mvmma's tile kernel at n = 8, D = the mma_planar depth
+  for (const Kern& k : kerns) {
+    const int d = k.d;
     std::vector<std::vector<float>> yn(9);
     for (int n = 1; n <= 8; ++n) {
       ck(cudaMemset(dy.p, 0xff, static_cast<size_t>(8 * rows) * 4), "poison");
       ck(cudaDeviceSynchronize(), "poison");
-      mma(0, n, d, c, dx.f(), dy.f(), s);
+      run_k(k, 0, n, c, dx.f(), dy.f(), s);
       yn[n] = fetch(dy.f(), n * rows);
     }
     bool rows_alone = true;
     for (int j = 0; j < 8; ++j) {
       ck(cudaMemset(dy1.p, 0xff, static_cast<size_t>(rows) * 4), "poison");
       ck(cudaDeviceSynchronize(), "poison");
-      mma(0, 1, d, c, dx.f() + j * cols, dy1.f(), s);
+      run_k(k, 0, 1, c, dx.f() + j * cols, dy1.f(), s);
       const auto y1 = fetch(dy1.f(), rows);
       for (int n = j + 1; n <= 8; ++n) rows_alone = rows_alone && std::memcmp(y1.data(), yn[n].data() + j * rows, rows * 4) == 0;
     }
-    const auto em = emulate(t, blocks.data(), rows, cols, xr, 8, c.first, c.second, vr);
     int64_t em_bad = 0;
     for (size_t ri = 0; ri < vr.size(); ++ri)
       for (int j = 0; j < 8; ++j) em_bad += std::memcmp(&em[ri * 8 + j], &yn[8][j * rows + vr[ri]], 4) != 0;
     all_alone = all_alone && rows_alone, all_bad += em_bad;
-    cval.push_back({{"ks", c.first}, {"wk", c.second}, {"d", d}, {"rows_of_every_n_equal_row_alone", rows_alone},
-                    {"emulation_mismatches", em_bad}, {"emulated_outputs", vr.size() * 8}});
-    if (d == kDs[0] && c == cfgs[0]) {
+    json cv = {{"kernel", k.name}, {"ks", c.first}, {"wk", c.second}, {"d", d}, {"rows_of_every_n_equal_row_alone", rows_alone},
+               {"emulation_mismatches", em_bad}, {"emulated_outputs", vr.size() * 8}};
+    if (k.src < 0 && d == d2) tile8 = yn[8];
+    if (k.src >= 0) {
+      int64_t differ = 0;
+      for (int64_t i = 0; i < 8 * rows; ++i) differ += std::memcmp(&tile8[i], &yn[8][i], 4) != 0;
+      cv["outputs_differing_from_tile_kernel_n8"] = differ;
+      all_tile_bits_differ += differ;
+    }
+    cval.push_back(cv);
+    if (k.src < 0 && d == kDs[0] && c == cfgs[0]) {
       // NMSE against f64 (sampled rows, n = 8), and the dp4a kernel beside it
       std::vector<double> ref(vr.size() * 8);
       for (size_t ri = 0; ri < vr.size(); ++ri)
@@ -326,7 +374,9 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
       val["max_rel_diff_vs_dp4a_n8"] = maxrel;
     }
   }
+  }
   val["configs"] = cval;
+  val["all_outputs_differing_from_tile_kernel"] = all_tile_bits_differ;
   val["all_rows_of_every_n_equal_row_alone"] = all_alone;
   val["all_emulation_mismatches"] = all_bad;
   res["validation"] = val;
@@ -337,22 +387,27 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
     json one;
     const double ms_d = time_launches(copies, [&](int i, cudaStream_t st) { mv::matvec(dw[i], dx.f(), dy.f(), n, st); }, s);
     one["dp4a"] = {{"us", ms_d * 1e3}, {"gbs", wbytes / (ms_d * 1e-3) / 1e9}};
-    json mvar = json::array();
-    double best = 1e30;
-    std::string best_cfg;
-    for (auto c : cfgs)
-      for (int d : kDs) {
-        const double ms = time_launches(copies, [&](int i, cudaStream_t st) { mma(i, n, d, c, dx.f(), dy.f(), st); }, s);
-        mvar.push_back({{"ks", c.first}, {"wk", c.second}, {"d", d}, {"us", ms * 1e3}, {"gbs", wbytes / (ms * 1e-3) / 1e9}});
-        if (ms < best) best = ms, best_cfg = std::to_string(c.first) + "/" + std::to_string(c.second) + "/" + std::to_string(d);
+    json mvar = json::array(), bests = json::object();
+    std::string line;
+    for (const Kern& k : kerns) {
+      double best = 1e30;
+      std::string best_cfg;
+      for (auto c : cfgs) {
+        const double ms = time_launches(copies, [&](int i, cudaStream_t st) { run_k(k, i, n, c, dx.f(), dy.f(), st); }, s);
+        mvar.push_back({{"kernel", k.name}, {"ks", c.first}, {"wk", c.second}, {"d", k.d}, {"us", ms * 1e3},
+                        {"gbs", wbytes / (ms * 1e-3) / 1e9}});
+        if (ms < best) best = ms, best_cfg = std::to_string(c.first) + "/" + std::to_string(c.second) + "/" + std::to_string(k.d);
       }
+      bests[k.name] = {{"us", best * 1e3}, {"cfg_ks_wk_d", best_cfg}, {"over_dp4a_time", best / ms_d}};
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ", %s %.1f (%s)", k.name.c_str(), best * 1e3, best_cfg.c_str());
+      line += buf;
+    }
     one["mma"] = mvar;
-    one["mma_best_us"] = best * 1e3;
-    one["mma_best_cfg_ks_wk_d"] = best_cfg;
-    one["mma_best_over_dp4a_time"] = best / ms_d;
+    one["best"] = bests;
     sp[std::to_string(n)] = one;
-    std::printf("%s %lldx%lld n=%d: dp4a %.1f us, mma best %.1f us (ks/wk/d %s)\n", std::string(df::type_name(t)).c_str(),
-                static_cast<long long>(rows), static_cast<long long>(cols), n, ms_d * 1e3, best * 1e3, best_cfg.c_str());
+    std::printf("%s %lldx%lld n=%d: dp4a %.1f us%s\n", std::string(df::type_name(t)).c_str(), static_cast<long long>(rows),
+                static_cast<long long>(cols), n, ms_d * 1e3, line.c_str());
     std::fflush(stdout);
   }
   res["speed"] = sp;
@@ -366,7 +421,7 @@ json run_shape(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, c
 int main(int argc, char** argv) {
   CLI::App app("tensor-core int8 matvec workbench");
   std::string out_path = "mvmma.json", types_arg = "q4_0,q8_0", shapes_arg = "2560x9728,9728x2560,5120x17408,17408x5120",
-              ns_arg = "1,2,3,4,8";
+              ns_arg = "1,2,4,8";
   bool no_variants = false;
   app.add_option("--out", out_path, "JSON output file");
   app.add_option("--types", types_arg, "q4_0 and/or q8_0");
@@ -395,6 +450,8 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop;
     ck(cudaGetDeviceProperties(&prop, 0), "properties");
     prepare_all();
+    m2::prepare_q4_0();
+    m2::prepare_q8_0();
     mv::Context ctx;
     cudaStream_t s;
     ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
@@ -402,6 +459,14 @@ int main(int argc, char** argv) {
     j["device"] = {{"name", prop.name}, {"sms", prop.multiProcessorCount}};
     j["kernel_attrs"] = {{"q4_0", attrs_ns<mm::MmaQ4_0>(std::make_integer_sequence<int, 8>{})},
                          {"q8_0", attrs_ns<mm::MmaQ8_0>(std::make_integer_sequence<int, 8>{})}};
+    auto attrs2 = [](const std::vector<m2::Attr>& v) {
+      json a = json::array();
+      for (const auto& e : v)
+        a.push_back({{"kernel", m2::src_name(e.src)}, {"n", e.n}, {"wk_split_instance", e.kwk}, {"regs", e.regs},
+                     {"local_bytes", e.local_bytes}});
+      return a;
+    };
+    j["kernel_attrs_mma2"] = {{"q4_0", attrs2(m2::attrs_q4_0())}, {"q8_0", attrs2(m2::attrs_q8_0())}};
     json shapes = json::array();
     for (const auto& tn : split(types_arg)) {
       const GgmlType t = tn == "q4_0" ? GgmlType::Q4_0 : tn == "q8_0" ? GgmlType::Q8_0 : throw df::Error("--types: " + tn);
