@@ -10,7 +10,7 @@ python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2]
 chmod +x $D/bench_mvmma_cuda
 export CUDA_DISABLE_PTX_JIT=1
 T0=$SECONDS
-timeout 75 $D/bench_mvmma_cuda --out $OUT/mvmma2.json --ns 1,2,4,8 > $OUT/mvmma2.txt 2>&1; echo "bench rc=$? $((SECONDS - T0)) s"
+timeout 62 $D/bench_mvmma_cuda --out $OUT/mvmma2.json --ns 1,2,4,8 > $OUT/mvmma2.txt 2>&1; echo "bench rc=$? $((SECONDS - T0)) s"
 tail -40 $OUT/mvmma2.txt
 python3 - <<'PY'
 import json, os
