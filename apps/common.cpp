@@ -62,7 +62,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--cuda-gdn-prefill", f.cuda_gdn_prefill,
                  "GPU DeltaNet prefill (more than 16 rows): the delta rule by the token kernel (token), the chunked "
                  "f32 kernel (chunked-v1), or the chunked tensor-core kernel with tf32 or 3xTF32 operands (default "
-                 "3xtf32; not the token kernel's bits)")
+                 "3xtf32; not the token kernel's bits); all but token run the conv's tiled kernel (its bits)")
       ->check(CLI::IsMember({"token", "chunked-v1", "tf32", "3xtf32"}));
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "

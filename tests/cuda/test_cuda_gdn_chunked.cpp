@@ -3,14 +3,16 @@
 // mse / mean square of the reference, for the outputs of every row and the state left:
 // lengths 1, 63, 64, 65, 200, 512 (one chunk, a chunk and a row, several, ending mid-chunk),
 // head sizes 32, 64, 128 and the 35B-A3B's 16 / 32 heads of 128, every state slice of the
-// sequential kernel, a sequence carried over two calls, and delta_net_core over three
-// sequences in one call (the model's path, through the backend's dispatch).
+// sequential kernel, a sequence carried over several calls, and delta_net_core over three
+// sequences in one call (the model's path, through the backend's dispatch); and the conv's
+// tiled prefill kernel against its token loop (the same bits).
 // Budgets: tf32 operands (relative 2^-11 each) 1e-6, the tensor-core GEMM's budget for f16
 // operands (an emulation of this decomposition with tf32 rounding gave 1.5e-7 .. 1.9e-7 at
 // d 128, 63..512 rows); 3xTF32 (hi + lo pairs, near-f32 products) 1e-9, the token kernel's
 // budget in test_cuda_ops.cpp (the emulation with f32 products: < 1e-12).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -221,6 +223,41 @@ TEST(CudaGdnChunked, DeltaNetCoreThreeSequences) {
                                (i == 0 ? "" : std::to_string(i - 1));
       EXPECT_LE(e, budget(mode == 3)) << what;
       std::printf("  delta_net_core 65+200+17 rows %-24s nerr %.3g\n", what.c_str(), e);
+    }
+  }
+}
+
+// The DeltaNet conv of more than 16 rows (ops/ssm_conv.cuh: tiles of 16 rows in parallel): the
+// bits of the same rows in calls of at most 16 (the token loop, the state carried), output and
+// state left, and within the f32 budget (1e-10) of the CPU.
+TEST(CudaGdnChunked, ConvTilesAreTheTokenLoopBits) {
+  DF_REQUIRE_GPU();
+  cuda::CudaOptions o;
+  o.gdn_prefill = 3;  // the tiles with gdn_prefill 1..3
+  cuda::CudaBackend b(o);
+  const int64_t C = 200;
+  for (int64_t K : {4, 3, 2}) {
+    for (int64_t n : {17, 200, 513}) {
+      const auto xv = randn(static_cast<size_t>(n * (C + 8)), 60), sv = randn(static_cast<size_t>((K - 1) * C), 61),
+                 wv = randn(static_cast<size_t>(C * K), 62);
+      auto run = [&](Backend& be, int64_t step) {
+        auto x = put_f32(be, xv, C + 8);  // a strided view: C of C + 8 columns
+        auto st = put_f32(be, sv, C);
+        auto w = put_f32(be, wv, K);
+        auto y = put_f32(be, std::vector<float>(static_cast<size_t>(n * C), NAN), C);
+        for (int64_t r = 0; r < n; r += step) {
+          const int64_t m = std::min(step, n - r);
+          be.ssm_conv(x.t.slice_cols(8, C).slice_rows(r, m), st.t, w.t, y.t.slice_rows(r, m), Tensor{});
+        }
+        return Outputs{get_f32(be, y.t), get_f32(be, st.t)};
+      };
+      const std::string what = "ssm_conv K=" + std::to_string(K) + " n=" + std::to_string(n);
+      const Outputs tiles = run(b, n), loop = run(b, 16), ref = run(cpu_ref(), n), old = run(*gpu(), n);
+      EXPECT_EQ(old[0], loop[0]) << what << ": gdn_prefill 0 (the token loop at any n)";
+      for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(tiles[i], loop[i]) << what << (i ? ": state" : ": output");
+        EXPECT_LE(nerr(ref[i], tiles[i]), 1e-10) << what << (i ? ": state vs cpu" : ": output vs cpu");
+      }
     }
   }
 }

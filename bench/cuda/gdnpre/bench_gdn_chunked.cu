@@ -4,7 +4,8 @@
 // and the tensor-core chunked kernel (ops/delta_rule_chunked_tc.cuh) with tf32 or 3xTF32
 // operands and every state slice (16, 32, 64 value rows a block; "auto" = the backend's
 // choice). Per case: us per call (median of --reps, CUDA events), NMSE and max |diff| of the
-// outputs and of the state left against the reference, from the same inputs and state.
+// outputs and of the state left against the reference, from the same inputs and state; and
+// each of the tensor-core kernel's three launches timed alone.
 // Shapes: the 35B-A3B's DeltaNet (16 key / 32 value heads of 128) and the 27B's (16 / 48).
 //
 //   bench_gdn_chunked --out gdn.json [--ns 512,4096] [--reps 20]
@@ -156,6 +157,21 @@ json run_case(const char* model, int Hk, int Hv, int d, int64_t n, int reps, int
       variant(name, [&] { df::cuda::launch_gated_delta_rule_chunked_tc(a, scratch.p, split, bv, nullptr); },
               split ? 1e-9 : 1e-6);
     }
+  json phases = json::object();  // each launch of the tensor-core kernel alone (auto slice)
+  for (bool split : {false, true}) {
+    const char* names[] = {"prep", "state", "out"};
+    json p = json::object();
+    std::printf("  %-7s launches alone:", split ? "3xtf32" : "tf32");
+    for (int ph = 0; ph < 3; ++ph) {
+      const double us = time_us(
+          [&] { df::cuda::launch_gated_delta_rule_chunked_tc_phases(a, scratch.p, split, 0, 1 << ph, nullptr); }, reps);
+      p[names[ph]] = us;
+      std::printf(" %s %.1f us", names[ph], us);
+    }
+    std::printf("\n");
+    phases[split ? "3xtf32" : "tf32"] = p;
+  }
+  j["phases_us"] = phases;
   j["variants"] = vars;
   return j;
 }

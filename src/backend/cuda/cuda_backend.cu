@@ -509,7 +509,7 @@ void CudaBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w
   }
   ctx_->make_current();
   launch_ssm_conv(fp(x), fstride(x), fp(state), fp(w), fp(y), fstride(y), n, C, static_cast<int>(K),
-                  n_snap ? fp(snapshots) : nullptr, n_snap, ctx_->stream(), small_pdl_);
+                  n_snap ? fp(snapshots) : nullptr, n_snap, ctx_->stream(), small_pdl_, opt_.gdn_prefill != 0);
 }
 
 void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,

@@ -104,17 +104,18 @@ __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<floa
 // ---- 1. prep: grid (chunks, Hv) ----
 template <int D>
 constexpr size_t prep_smem_floats() {
-  return 3 * static_cast<size_t>(kC) * (D + 4) + static_cast<size_t>(kC) * (kC + 4) + 3 * kC;
+  return 2 * static_cast<size_t>(kC) * (D + 4) + static_cast<size_t>(kC) * (kC + 4) + 3 * kC;
 }
 
+// Two blocks an SM (86 KB of shared memory at d 128): q's buffer takes v once q k^T is done.
 template <int D, bool kSplit>
-__global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(DeltaRuleArgs a, Scratch s) {
+__global__ void __launch_bounds__(kThreads, 2) gdn_prep_kernel(DeltaRuleArgs a, Scratch s) {
   constexpr int LD = D + 4, LA = kC + 4;
   extern __shared__ float4 sm4[];
   float* Ks = reinterpret_cast<float*>(sm4);  // [kC][LD] k, then w
-  float* Qs = Ks + kC * LD;                   // [kC][LD] q
-  float* Vs = Qs + kC * LD;                   // [kC][LD] v, then u
-  float* As = Vs + kC * LD;                   // [kC][LA] A (strictly lower)
+  float* Qs = Ks + kC * LD;                   // [kC][LD] q, then v, then u
+  float* Vs = Qs;
+  float* As = Qs + kC * LD;                   // [kC][LA] A (strictly lower)
   float* Gs = As + kC * LA;                   // [kC] G
   float* Bs = Gs + kC;                        // [kC] beta
   float* Es = Bs + kC;                        // [kC] beta e^G
@@ -122,15 +123,14 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(DeltaRuleArgs a, 
   const int c = blockIdx.x, h = blockIdx.y, hk = h % a.n_k_heads, Hv = a.n_v_heads;
   const int64_t c0 = static_cast<int64_t>(c) * kC;
   const int L = a.n - c0 < kC ? static_cast<int>(a.n - c0) : kC;
-  const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int e = tid; e < kC * (D / 4); e += kThreads) {
+  for (int e = tid; e < kC * (D / 4); e += kThreads) {  // every load in flight at once (zeros past L)
     const int t = e / (D / 4), i = (e % (D / 4)) * 4;
     const int64_t row = c0 + t;
     const bool in = t < L;
-    st4(Ks + t * LD + i, in ? ld4(a.k + row * a.k_stride + static_cast<int64_t>(hk) * D + i) : z4);
-    st4(Qs + t * LD + i, in ? ld4(a.q + row * a.q_stride + static_cast<int64_t>(hk) * D + i) : z4);
-    st4(Vs + t * LD + i, in ? ld4(a.v + row * a.v_stride + static_cast<int64_t>(h) * D + i) : z4);
+    cp16(Ks + t * LD + i, in ? a.k + row * a.k_stride + static_cast<int64_t>(hk) * D + i : a.k, in);
+    cp16(Qs + t * LD + i, in ? a.q + row * a.q_stride + static_cast<int64_t>(hk) * D + i : a.q, in);
   }
+  cp_commit();
   if (wid == 0) {  // G: inclusive prefix sum of g over the chunk (0 past L), by one warp
     float g0 = lane < L ? a.g[(c0 + lane) * a.g_stride + h] : 0.0f;
     float g1 = lane + 32 < L ? a.g[(c0 + lane + 32) * a.g_stride + h] : 0.0f;
@@ -148,6 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(DeltaRuleArgs a, 
     s.G[static_cast<int64_t>(h) * s.npad + c0 + lane] = g0;
     s.G[static_cast<int64_t>(h) * s.npad + c0 + lane + 32] = g1;
   }
+  cp_wait<0>();
   __syncthreads();
   {  // warps 0-3: A = k k^T, warps 4-7: q k^T, 16 rows t each (tiles above the diagonal skipped)
     const int prod = wid >> 2, mt = wid & 3, nt_n = 2 * mt + 2;
@@ -155,6 +156,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(DeltaRuleArgs a, 
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
     warp_mma<8, kSplit>(acc, (prod ? Qs : Ks) + mt * 16 * LD, LD, 1, Ks, 1, LD, 0, D, nt_n);
+    __syncthreads();  // q read by every warp: v's loads into its buffer overlap the epilogue
+    for (int e = tid; e < kC * (D / 4); e += kThreads) {
+      const int t = e / (D / 4), i = (e % (D / 4)) * 4;
+      const bool in = t < L;
+      cp16(Vs + t * LD + i, in ? a.v + (c0 + t) * a.v_stride + static_cast<int64_t>(h) * D + i : a.v, in);
+    }
+    cp_commit();
     float* qk = s.QK + (static_cast<int64_t>(c) * Hv + h) * kC * kC;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -170,6 +178,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(DeltaRuleArgs a, 
       }
     }
   }
+  cp_wait<0>();
   __syncthreads();
   // (I + A) x = r for the 2d columns r = beta e^G k (-> w) and beta v (-> u), a column a thread
   // (forward substitution in f32, x in registers), in place.
@@ -340,26 +349,28 @@ __global__ void __launch_bounds__(kThreads, 2) gdn_out_kernel(DeltaRuleArgs a, S
   const int c = blockIdx.x, h = blockIdx.y, j0 = blockIdx.z * BO, hk = h % a.n_k_heads, Hv = a.n_v_heads;
   const int64_t c0 = static_cast<int64_t>(c) * kC;
   const int L = a.n - c0 < kC ? static_cast<int>(a.n - c0) : kC;
-  const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int e = tid; e < kC * (D / 4); e += kThreads) {
+  for (int e = tid; e < kC * (D / 4); e += kThreads) {  // every load in flight at once (zeros past L)
     const int t = e / (D / 4), i = (e % (D / 4)) * 4;
-    st4(Qs + t * LDQ + i, t < L ? ld4(a.q + (c0 + t) * a.q_stride + static_cast<int64_t>(hk) * D + i) : z4);
+    const bool in = t < L;
+    cp16(Qs + t * LDQ + i, in ? a.q + (c0 + t) * a.q_stride + static_cast<int64_t>(hk) * D + i : a.q, in);
   }
   const float* hs = s.HS + ((static_cast<int64_t>(c) * Hv + h) * D + j0) * D;
   for (int e = tid; e < BO * (D / 4); e += kThreads) {
     const int j = e / (D / 4), i = (e % (D / 4)) * 4;
-    st4(Hs + j * LDH + i, ld4(hs + j * D + i));
+    cp16(Hs + j * LDH + i, hs + j * D + i, true);
   }
   const float* qk = s.QK + (static_cast<int64_t>(c) * Hv + h) * kC * kC;
   for (int e = tid; e < kC * (kC / 4); e += kThreads) {
     const int t = e / (kC / 4), sc = (e % (kC / 4)) * 4;
-    st4(QKs + t * LDQK + sc, ld4(qk + t * kC + sc));
+    cp16(QKs + t * LDQK + sc, qk + t * kC + sc, true);
   }
   for (int e = tid; e < kC * (BO / 4); e += kThreads) {
     const int t = e / (BO / 4), jj = (e % (BO / 4)) * 4;
-    st4(Vs + t * LDV + jj, ld4(s.VN + ((c0 + t) * Hv + h) * D + j0 + jj));
+    cp16(Vs + t * LDV + jj, s.VN + ((c0 + t) * Hv + h) * D + j0 + jj, true);
   }
-  if (tid < kC) Gs[tid] = s.G[static_cast<int64_t>(h) * s.npad + c0 + tid];
+  if (tid < kC / 4) cp16(Gs + 4 * tid, s.G + static_cast<int64_t>(h) * s.npad + c0 + 4 * tid, true);
+  cp_commit();
+  cp_wait<0>();
   __syncthreads();
   const int mt = wid & 3, ng = wid >> 2;
   float acc1[NT][4], acc2[NT][4];
@@ -390,30 +401,36 @@ void set_smem(K kernel, size_t floats, const char* what) {
 }
 
 template <int D, int BV, bool kSplit>
-void launch_all(const DeltaRuleArgs& a, const Scratch& sc, cudaStream_t s) {
+void launch_all(const DeltaRuleArgs& a, const Scratch& sc, int phases, cudaStream_t s) {
   constexpr int BO = D < 64 ? D : 64;
   const size_t f1 = prep_smem_floats<D>(), f2 = state_smem_floats<D, BV>(), f3 = out_smem_floats<D, BO>();
   set_smem(gdn_prep_kernel<D, kSplit>, f1, "gated_delta_rule_chunked_tc: prep shared memory");
   set_smem(gdn_state_kernel<D, BV, kSplit>, f2, "gated_delta_rule_chunked_tc: state shared memory");
   set_smem(gdn_out_kernel<D, BO, kSplit>, f3, "gated_delta_rule_chunked_tc: out shared memory");
   const auto hv = static_cast<unsigned>(a.n_v_heads), nc = static_cast<unsigned>(sc.nc);
-  gdn_prep_kernel<D, kSplit><<<dim3(nc, hv), kThreads, f1 * sizeof(float), s>>>(a, sc);
-  launch_check("gated_delta_rule_chunked_tc prep");
-  gdn_state_kernel<D, BV, kSplit><<<dim3(D / BV, hv), kThreads, f2 * sizeof(float), s>>>(a, sc);
-  launch_check("gated_delta_rule_chunked_tc state");
-  gdn_out_kernel<D, BO, kSplit><<<dim3(nc, hv, D / BO), kThreads, f3 * sizeof(float), s>>>(a, sc);
-  launch_check("gated_delta_rule_chunked_tc out");
+  if (phases & 1) {
+    gdn_prep_kernel<D, kSplit><<<dim3(nc, hv), kThreads, f1 * sizeof(float), s>>>(a, sc);
+    launch_check("gated_delta_rule_chunked_tc prep");
+  }
+  if (phases & 2) {
+    gdn_state_kernel<D, BV, kSplit><<<dim3(D / BV, hv), kThreads, f2 * sizeof(float), s>>>(a, sc);
+    launch_check("gated_delta_rule_chunked_tc state");
+  }
+  if (phases & 4) {
+    gdn_out_kernel<D, BO, kSplit><<<dim3(nc, hv, D / BO), kThreads, f3 * sizeof(float), s>>>(a, sc);
+    launch_check("gated_delta_rule_chunked_tc out");
+  }
 }
 
 template <int D, bool kSplit>
-void launch_d(const DeltaRuleArgs& a, const Scratch& sc, int bv, cudaStream_t s) {
+void launch_d(const DeltaRuleArgs& a, const Scratch& sc, int bv, int ph, cudaStream_t s) {
   if constexpr (D == 32) {
-    launch_all<D, 32, kSplit>(a, sc, s);
+    launch_all<D, 32, kSplit>(a, sc, ph, s);
   } else {
     switch (bv) {
-      case 16: launch_all<D, 16, kSplit>(a, sc, s); break;
-      case 32: launch_all<D, 32, kSplit>(a, sc, s); break;
-      case 64: launch_all<D, 64, kSplit>(a, sc, s); break;
+      case 16: launch_all<D, 16, kSplit>(a, sc, ph, s); break;
+      case 32: launch_all<D, 32, kSplit>(a, sc, ph, s); break;
+      case 64: launch_all<D, 64, kSplit>(a, sc, ph, s); break;
       default: throw Error("cuda gated_delta_rule_chunked_tc: state slice " + std::to_string(bv) + " is not 16, 32 or 64");
     }
   }
@@ -451,7 +468,8 @@ int delta_rule_chunked_tc_default_slice(int32_t d, int32_t n_v_heads, int n_sms)
   return best;
 }
 
-void launch_gated_delta_rule_chunked_tc(const DeltaRuleArgs& a, void* scratch, bool split, int bv, cudaStream_t s) {
+void launch_gated_delta_rule_chunked_tc_phases(const DeltaRuleArgs& a, void* scratch, bool split, int bv, int ph,
+                                               cudaStream_t s) {
   if (!delta_rule_chunked_tc_supported(a))
     throw Error("cuda gated_delta_rule_chunked_tc: head size " + std::to_string(a.d) +
                 " (32, 64 or 128), alignment or snapshots not supported");
@@ -465,10 +483,14 @@ void launch_gated_delta_rule_chunked_tc(const DeltaRuleArgs& a, void* scratch, b
   }
   const Scratch sc = carve(scratch, a.n, a.n_v_heads, a.d);
   switch (a.d) {
-    case 32: split ? launch_d<32, true>(a, sc, bv, s) : launch_d<32, false>(a, sc, bv, s); break;
-    case 64: split ? launch_d<64, true>(a, sc, bv, s) : launch_d<64, false>(a, sc, bv, s); break;
-    default: split ? launch_d<128, true>(a, sc, bv, s) : launch_d<128, false>(a, sc, bv, s); break;
+    case 32: split ? launch_d<32, true>(a, sc, bv, ph, s) : launch_d<32, false>(a, sc, bv, ph, s); break;
+    case 64: split ? launch_d<64, true>(a, sc, bv, ph, s) : launch_d<64, false>(a, sc, bv, ph, s); break;
+    default: split ? launch_d<128, true>(a, sc, bv, ph, s) : launch_d<128, false>(a, sc, bv, ph, s); break;
   }
+}
+
+void launch_gated_delta_rule_chunked_tc(const DeltaRuleArgs& a, void* scratch, bool split, int bv, cudaStream_t s) {
+  launch_gated_delta_rule_chunked_tc_phases(a, scratch, split, bv, 7, s);
 }
 
 }  // namespace df::cuda

@@ -39,5 +39,9 @@ int delta_rule_chunked_tc_default_slice(int32_t d, int32_t n_v_heads, int n_sms)
 // scratch: at least delta_rule_chunked_tc_scratch_bytes(a.n, a.n_v_heads, a.d), 16-byte aligned;
 // bv: the state kernel's slice (0: the default for this device).
 void launch_gated_delta_rule_chunked_tc(const DeltaRuleArgs& a, void* scratch, bool split, int bv, cudaStream_t s);
+// For the workbench: only the launches of `phases` (bit 0 prep, 1 state, 2 out; 7 all), their
+// inputs in scratch from an earlier call of the same shape (timing of one launch).
+void launch_gated_delta_rule_chunked_tc_phases(const DeltaRuleArgs& a, void* scratch, bool split, int bv, int phases,
+                                               cudaStream_t s);
 
 }  // namespace df::cuda
