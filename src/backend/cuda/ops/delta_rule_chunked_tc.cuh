@@ -34,7 +34,7 @@ namespace df::cuda {
 bool delta_rule_chunked_tc_supported(const DeltaRuleArgs& a);
 size_t delta_rule_chunked_tc_scratch_bytes(int64_t n, int32_t n_v_heads, int32_t d);
 // The state kernel's slice of value rows a block (16, 32 or 64; d 32: 32) for Hv heads on
-// n_sms multiprocessors: the fewest waves x slice (one block an SM), ties to the larger.
+// n_sms multiprocessors: the smallest whose d / slice * Hv blocks fit in one wave, else 64.
 int delta_rule_chunked_tc_default_slice(int32_t d, int32_t n_v_heads, int n_sms);
 // scratch: at least delta_rule_chunked_tc_scratch_bytes(a.n, a.n_v_heads, a.d), 16-byte aligned;
 // bv: the state kernel's slice (0: the default for this device).
