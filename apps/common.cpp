@@ -59,6 +59,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "GPU MoE prefill (more than 16 rows): the routed experts by a grouped tensor-core GEMM (tiles of 32 "
                "slots of one expert, f16 operands, SwiGLU in the gate/up epilogue) instead of the grouped matvec "
                "(default on; within the GEMM's budget, not the matvec's bits)");
+  app.add_option("--cuda-gdn-prefill", f.cuda_gdn_prefill,
+                 "GPU DeltaNet prefill (more than 16 rows): the delta rule by the token kernel (token), the chunked "
+                 "f32 kernel (chunked-v1), or the chunked tensor-core kernel with tf32 or 3xTF32 operands (default "
+                 "3xtf32; not the token kernel's bits); all but token run the conv's tiled kernel (its bits)")
+      ->check(CLI::IsMember({"token", "chunked-v1", "tf32", "3xtf32"}));
   app.add_flag("--mv-no-pipe", f.mv_no_pipe,
                "GPU int8-x matvecs without the load pipeline (the previous kernel: a chunk's loads, then its "
                "products; same bits, for comparison)");
@@ -140,6 +145,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
   o.cuda_moe_pdl = f.cuda_moe_pdl;
   o.cuda_moe_gemm = f.cuda_moe_gemm;
+  o.cuda_gdn_prefill = f.cuda_gdn_prefill == "token" ? 0 : f.cuda_gdn_prefill == "chunked-v1" ? 1
+                       : f.cuda_gdn_prefill == "tf32" ? 2 : 3;
   o.mv_pipe = !f.mv_no_pipe;
   o.mv_pipe_rows = !f.mv_no_pipe_rows;
   o.cuda_attn_v1 = f.cuda_attn_v1;

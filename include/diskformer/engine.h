@@ -50,6 +50,9 @@ struct EngineOptions {
   bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = true;              // CudaOptions::moe_pdl (df_cuda_tests on the H200, helper moe4)
   bool cuda_moe_gemm = true;             // CudaOptions::moe_gemm (df_cuda_tests on the H200, helper moegemm)
+  // CudaOptions::gdn_prefill: the DeltaNet prefill's delta rule, 0 token kernel, 1 chunked f32
+  // ("v1"), 2 chunked tensor cores tf32, 3 chunked tensor cores 3xTF32 (helper gdnpre).
+  int cuda_gdn_prefill = 3;
   bool mv_pipe = true;         // CUDA int8-x decode matvecs with their loads pipelined (false: the stop-19 kernel)
   bool cuda_attn_v1 = false;   // --device cuda: decode attention by the v1 kernel (one block per query head)
   bool cuda_fuse_qk_attention = true;  // --device cuda: q/k norm + RoPE + KV store inside the attention launch

@@ -40,6 +40,7 @@
 #include "backend/cuda/expert_cache.h"
 #include "cuda_test_util.h"
 #include "common/error.h"
+#include "diskformer/engine.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
 #include "quant/cpu/kernels.h"
@@ -49,10 +50,13 @@ namespace df::cudatest {
 namespace {
 
 // The GPU with f32 activations in every matvec (no int8 rounding): the exact reference's budgets.
+// The DeltaNet prefill's delta rule as the engine runs it (EngineOptions::cuda_gdn_prefill: the
+// tensor-core chunked kernel, 3xTF32) for calls of more than 16 rows.
 cuda::CudaBackend& gpu_exact() {
   static cuda::CudaBackend b([] {
     cuda::CudaOptions o;
     o.int8_x = false;
+    o.gdn_prefill = EngineOptions{}.cuda_gdn_prefill;
     return o;
   }());
   return b;

@@ -15,6 +15,8 @@
 #include "backend/cuda/ops/argmax.cuh"
 #include "backend/cuda/ops/attention.cuh"
 #include "backend/cuda/ops/delta_rule.cuh"
+#include "backend/cuda/ops/delta_rule_chunked.cuh"
+#include "backend/cuda/ops/delta_rule_chunked_tc.cuh"
 #include "backend/cuda/ops/elementwise.cuh"
 #include "backend/cuda/ops/flash_prefill.cuh"
 #include "backend/cuda/gemm/gemm.cuh"
@@ -510,7 +512,7 @@ void CudaBackend::ssm_conv(const Tensor& x, const Tensor& state, const Tensor& w
   }
   ctx_->make_current();
   launch_ssm_conv(fp(x), fstride(x), fp(state), fp(w), fp(y), fstride(y), n, C, static_cast<int>(K),
-                  n_snap ? fp(snapshots) : nullptr, n_snap, ctx_->stream(), small_pdl_);
+                  n_snap ? fp(snapshots) : nullptr, n_snap, ctx_->stream(), small_pdl_, opt_.gdn_prefill != 0);
 }
 
 void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
@@ -550,10 +552,22 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
   a.n_v_heads = static_cast<int32_t>(Hv);
   a.scale = scale;
   a.pdl = small_pdl_;
-  // Prefill stays on the token kernel too: the chunked one (ops/delta_rule_chunked.cuh) computes
-  // the same function but measured slower on the H200 (0.95 vs 0.26 ms, 48 heads of 128, 512
-  // tokens: bench_prefill_cuda), so it is not dispatched until its chunk products run on
-  // tensor cores.
+  // Prefill (more than 16 rows, no snapshots) by the chunked kernels with CudaOptions::gdn_prefill:
+  // the f32 chunked kernel measured slower than the token kernel on the H200 (0.95 vs 0.26 ms,
+  // 48 heads of 128, 512 tokens: bench_prefill_cuda) and stays for comparison ("v1"); the
+  // tensor-core one (ops/delta_rule_chunked_tc.cuh) needs scratch, so not inside a capture.
+  // Decode, verify and short rows keep the token kernel (its bits: a row's result does not
+  // depend on the row count up to 16).
+  const bool prefill = n > 16 && n_snap == 0;
+  if (prefill && opt_.gdn_prefill == 1 && delta_rule_chunked_supported(a.d)) {
+    launch_gated_delta_rule_chunked(a, ctx_->stream());
+    return;
+  }
+  if (prefill && opt_.gdn_prefill >= 2 && delta_rule_chunked_tc_supported(a) && !ctx_->capturing()) {
+    void* scratch = ctx_->scratch(delta_rule_chunked_tc_scratch_bytes(n, a.n_v_heads, a.d));
+    launch_gated_delta_rule_chunked_tc(a, scratch, opt_.gdn_prefill == 3, 0, ctx_->stream());
+    return;
+  }
   launch_gated_delta_rule(a, ctx_->stream());
 }
 
@@ -662,6 +676,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.fuse_deltanet = opt.cuda_fuse_deltanet;
   o.moe_pdl = opt.cuda_moe_pdl;
   o.moe_gemm = opt.cuda_moe_gemm;
+  o.gdn_prefill = opt.cuda_gdn_prefill;
   o.mv_pipe = !opt.cuda_mv_no_pipe;
   o.mv_pipe_rows = !opt.cuda_mv_no_pipe_rows;
   o.attn_v1 = opt.cuda_attn_v1;

@@ -102,6 +102,16 @@ struct CudaOptions {
   // (EngineOptions::cuda_moe_gemm; df_cuda_tests on the H200, pp512 2.9x), off here for the
   // tests of the grouped matvec path.
   bool moe_gemm = false;
+  // gated_delta_rule of more than 16 rows without snapshots (prefill; head size 32, 64 or 128,
+  // q, k, v 16-byte aligned, outside a graph capture; otherwise the token kernel): 0 the token
+  // kernel (ops/delta_rule.cuh, as before), 1 the chunked f32 kernel (ops/delta_rule_chunked.cuh,
+  // "v1", for comparison), 2 the tensor-core chunked kernel with tf32 operands, 3 the same with
+  // 3xTF32 operands (ops/delta_rule_chunked_tc.cuh). 1..3 are not the token kernel's bits: within
+  // the budgets of tests/cuda/test_cuda_gdn_chunked.cpp. On at the engine level
+  // (EngineOptions::cuda_gdn_prefill), 0 here for the token kernel's tests. With 1..3 ssm_conv of
+  // more than 16 rows without snapshots runs its tiled kernel (ops/ssm_conv.cuh: the same bits);
+  // 0 is the DeltaNet prefill as before (the conv's token loop too).
+  int gdn_prefill = 0;
   // Matvec weights prefetched into L2 before griddepcontrol.wait (cudamv::Context::set_l2_prefetch):
   // up to this many bytes a launch (0: none), and (mv_blocks_per_sm > 0) the matvec's persistent
   // grid capped at that many blocks per SM. The same bits.
