@@ -34,7 +34,7 @@ wait $MK; grep make $OUT/make.txt
 [ "$PART" = tests ] && exit 0
 bench() {  # name model args...
   local name=$1 model=$2; shift 2
-  [ $((SECONDS - T0)) -lt ${BUDGET:-520} ] || { echo "skip $name (time)"; return; }
+  [ $((SECONDS - T0)) -lt ${BUDGET:-470} ] || { echo "skip $name (time)"; return; }
   timeout 90 $D/diskformer bench -m "$model" --device cuda --output json "$@" > $OUT/b_$name.json 2>> $OUT/log.txt
   echo "bench $name rc=$? $((SECONDS - T0)) s"
   python3 -c "
@@ -49,12 +49,17 @@ bench default_spec models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 
 bench default_spec_nopiperows models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt --mv-no-pipe-rows
 bench default models/default.gguf -p 512 -n 128 -r 2
 bench q3_4b_q4 /tmp/q3_4b_q4.gguf -p 512 -n 128 -r 2
+bench q3_4b_q4_attnv1 /tmp/q3_4b_q4.gguf -p 512 -n 128 -r 2 --cuda-attn-v1
+bench q3_4b_q4_nofuseqk /tmp/q3_4b_q4.gguf -p 512 -n 128 -r 2 --no-cuda-fuse-qk-attn
 bench q3_4b_q8 /tmp/q3_4b_q8.gguf -p 512 -n 128 -r 2
 bench q35_27b_spec /tmp/q35_27b_q4f.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8
+bench q35_27b_spec_attnv1 /tmp/q35_27b_q4f.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8 --cuda-attn-v1
 bench q35_27b /tmp/q35_27b_q4f.gguf -p 512 -n 64 -r 1
+bench q35_27b_gdntoken /tmp/q35_27b_q4f.gguf -p 512 -n 16 -r 1 --cuda-gdn-prefill token
 bench a3b_L40 /dev/shm/a3b_L40.gguf -p 512 -n 128 -r 1
+bench a3b_L40_gdntoken /dev/shm/a3b_L40.gguf -p 512 -n 16 -r 1 --cuda-gdn-prefill token
 bench a3b_L40_half /dev/shm/a3b_L40.gguf -p 0 -n 64 -r 1 --expert-cache-mb 8640
-if [ $((SECONDS - T0)) -lt ${BUDGET_MV:-480} ]; then
+if [ $((SECONDS - T0)) -lt ${BUDGET_MV:-500} ]; then
   timeout 100 $D/bench_matvec_cuda --no-variants --modes ${MV_MODES:-default,int8x_rows_pdl} --ns 1 --shapes 2560x9728,5120x17408,248320x5120 \
     --out $OUT/matvec_all.json > $OUT/matvec_all.txt 2>&1; echo "matvec workbench rc=$? $((SECONDS - T0)) s"
   grep -E "^speed|read bandwidth" $OUT/matvec_all.txt | cut -c1-160 | head -120
