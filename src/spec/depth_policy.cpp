@@ -115,7 +115,12 @@ int DepthPolicy::choose(int limit) {
   }
   if (expected_rate(spec) <= expected_rate(0)) {
     // Stretches grow while probes fail; a probe whose drafts were all accepted restarts them.
-    stretch_ = after_probe && !probe_ok_ ? std::min(kStretchGrowth * stretch_, kMaxPlainStretch) : kPlainStretch;
+    // Stretches grow while probes gain nothing; a probe that gained some drafts keeps the
+    // length; one whose drafts all passed (or none: speculation stopped paying) restarts them.
+    if (!after_probe || probe_ok_)
+      stretch_ = kPlainStretch;
+    else if (!probe_gain_)
+      stretch_ = std::min(kStretchGrowth * stretch_, kMaxPlainStretch);
     plain_left_ = stretch_;
     return choose(limit);
   }
@@ -132,6 +137,7 @@ int DepthPolicy::choose(int limit) {
 
 void DepthPolicy::record(int depth, int accepted) {
   probe_ok_ = probing_ && accepted == depth;
+  probe_gain_ = probing_ && accepted > 0;
   if (accepted == 0) trial_left_ = 0;  // a trial ends at its first cycle that gains nothing
   // Position i was tried when every draft before it was accepted.
   for (int i = 0; i < depth && i <= accepted; ++i) {

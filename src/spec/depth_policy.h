@@ -2,7 +2,8 @@
 // accepted, and of what a cycle of each depth costs on the running machine. Before each cycle
 // it picks the depth with the most expected tokens per second; depth 0 (plain decoding) runs
 // for a stretch of tokens, then a probe at the best speculative depth refreshes the estimate.
-// Stretches grow (x4) while probes fail; a probe whose drafts all pass restarts them and
+// Stretches grow (x4) while probes gain nothing (one that gains some drafts keeps the length:
+// a real head's deep probe often misses its last draft); a probe whose drafts all pass restarts them and
 // starts a trial: up to kTrial cycles at the best depth whatever the
 // estimate says (it ends at a cycle that gains nothing), so that a head that predicts again
 // (after text it could not) is seen within a few cycles, not one probe per stretch.
@@ -73,6 +74,7 @@ class DepthPolicy {
   int stretch_ = kPlainStretch;       // length of the next stretch
   bool probing_ = false;              // the last depth was a stretch's closing probe
   bool probe_ok_ = false;             // ... and every draft of it was accepted
+  bool probe_gain_ = false;           // ... and at least one draft of it was accepted
   int since_explore_ = 0;             // speculative cycles since the last neighbour probe
   int last_ = -1;                     // the depth next() returned last
   bool after_plain_ = false;          // ... and it came after a plain step (a probe)
