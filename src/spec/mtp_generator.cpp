@@ -181,7 +181,7 @@ SpecCosts MtpGenerator::measure_cost_table() {
 
 bool MtpGenerator::head_row_exact(int64_t n) const {
   // Drafts never change the output, so the head takes the fastest kernels: on the CPU backend
-  // the row-exact Q8_0 kernel for up to 8 rows (2-3 rows: 0.5-0.6x the time of the batched
+  // the row-exact Q8_0 kernel for up to 8 rows (2-3 rows: 0.44-0.60x the time of the batched
   // tiles, bench/cpu/results/cpuspec_2026-12-02.md), elsewhere the batched kernels from 2 rows.
   return n == 1 || (cpu_time_ && n <= kHeadExactRows);
 }
