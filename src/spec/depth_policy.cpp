@@ -41,6 +41,12 @@ void DepthPolicy::observe_cycle(int depth, double seconds) {
   const auto d = static_cast<size_t>(depth);
   // The first cycles of a depth run eagerly and record its graphs (CUDA): not its cost.
   if (seen_[d]++ < kWarmCycles) return;
+  if (depth > 0 && depth == last_ && after_plain_) {
+    // A probe: its time only scales the table (a wrong start-up table is corrected by probes
+    // too), never a depth's own median.
+    ratio_spec_.push(seconds / table_[d]);
+    return;
+  }
   obs_[d].push(seconds);
   (depth == 0 ? ratio_plain_ : ratio_spec_).push(seconds / table_[d]);
 }
@@ -83,6 +89,13 @@ int DepthPolicy::best_speculative(int limit) const {
 }
 
 int DepthPolicy::next(int limit) {
+  const int d = choose(limit);
+  after_plain_ = last_ == 0 && d > 0;
+  last_ = d;
+  return d;
+}
+
+int DepthPolicy::choose(int limit) {
   limit = std::min(limit, max_depth_);
   if (limit <= 0) return 0;
   if (fixed_) return limit;
@@ -93,12 +106,23 @@ int DepthPolicy::next(int limit) {
   }
   const bool after_probe = probing_;
   probing_ = false;
+  if (after_probe && probe_ok_) trial_left_ = kTrial;
   const int spec = best_speculative(limit);
+  if (trial_left_ > 0) {  // after a probe that passed: a few cycles, whatever the estimate says
+    --trial_left_;
+    stretch_ = kPlainStretch;
+    return spec;
+  }
   if (expected_rate(spec) <= expected_rate(0)) {
     // Stretches grow while probes fail; a probe whose drafts were all accepted restarts them.
-    stretch_ = after_probe && !probe_ok_ ? std::min(kStretchGrowth * stretch_, kMaxPlainStretch) : kPlainStretch;
+    // Stretches grow while probes gain nothing; a probe that gained some drafts keeps the
+    // length; one whose drafts all passed (or none: speculation stopped paying) restarts them.
+    if (!after_probe || probe_ok_)
+      stretch_ = kPlainStretch;
+    else if (!probe_gain_)
+      stretch_ = std::min(kStretchGrowth * stretch_, kMaxPlainStretch);
     plain_left_ = stretch_;
-    return next(limit);
+    return choose(limit);
   }
   stretch_ = kPlainStretch;
   if (++since_explore_ >= kExplore && limit > 1) {
@@ -113,6 +137,8 @@ int DepthPolicy::next(int limit) {
 
 void DepthPolicy::record(int depth, int accepted) {
   probe_ok_ = probing_ && accepted == depth;
+  probe_gain_ = probing_ && accepted > 0;
+  if (accepted == 0) trial_left_ = 0;  // a trial ends at its first cycle that gains nothing
   // Position i was tried when every draft before it was accepted.
   for (int i = 0; i < depth && i <= accepted; ++i) {
     auto k = static_cast<size_t>(i);

@@ -159,7 +159,7 @@ SpecCosts MtpGenerator::measure_cost_table() {
         const int64_t n = m == K ? 1 : kCatchUpGuess;
         hs->truncate(0);
         ForwardOptions fo;
-        fo.row_exact = n == 1;
+        fo.row_exact = head_row_exact(n);
         const ForwardOutputs o = head_.forward(*hs, Batch::sequence(ids.data(), n, 0, false, true),
                                                n == 1 ? g_ : hin_.slice_rows(0, n), fo);
         sync_ids(o, 1);
@@ -179,6 +179,13 @@ SpecCosts MtpGenerator::measure_cost_table() {
   return c;
 }
 
+bool MtpGenerator::head_row_exact(int64_t n) const {
+  // Drafts never change the output, so the head takes the fastest kernels: on the CPU backend
+  // the row-exact Q8_0 kernel for up to 8 rows (2-3 rows: 0.44-0.60x the time of the batched
+  // tiles, bench/cpu/results/cpuspec_2026-12-02.md), elsewhere the batched kernels from 2 rows.
+  return n == 1 || (cpu_time_ && n <= kHeadExactRows);
+}
+
 ForwardOutputs MtpGenerator::head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden,
                                           bool output, const Tensor& ids_from) {
   // The head's KV cache is pure attention: rows past pos0 (earlier drafts) are overwritten.
@@ -186,7 +193,7 @@ ForwardOutputs MtpGenerator::head_forward(const Token* ids, int64_t n, int64_t p
   const Batch batch = Batch::sequence(ids, n, pos0, false, output);
   ForwardOptions fo;
   fo.logits = output;
-  fo.row_exact = n == 1;  // drafts never change the output: catch-up rows take the batched kernels
+  fo.row_exact = head_row_exact(n);
   fo.ids_from = ids_from;
   return head_.forward(*head_state_, batch, hidden, fo);
 }

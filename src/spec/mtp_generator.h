@@ -75,6 +75,9 @@ class MtpGenerator {
   // Before a draft: the head over its (trimmed) pending rows and x at P, outputs for x's row;
   // then nothing is pending and the head is at P + 1.
   ForwardOutputs head_rows_to(Token x, int64_t P);
+  // Whether a head forward of n rows runs the row-exact kernels (the faster ones, per backend).
+  bool head_row_exact(int64_t n) const;
+  static constexpr int64_t kHeadExactRows = 8;
   // A head forward of n rows at pos0 with hidden [n, dim]; outputs for the last row if asked;
   // ids_from (non-empty): the rows' ids from that device tensor.
   ForwardOutputs head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden, bool output,

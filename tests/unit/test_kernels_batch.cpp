@@ -180,3 +180,35 @@ TEST(KernelsBatch, GemmExactRowsEqualRowAlone) {
       }
     }
 }
+
+// Q8_0's row-exact kernel on every ISA at the shapes of the default model (384 and 1152
+// columns) and odd block counts (1, 3, 33): gemm_exact over 1..8 activation rows, over weight-row
+// ranges that cover several groups of 8 rows and partial ones, gives each output the bits of
+// vec_dot (the decode kernel's order).
+TEST(KernelsBatch, Q8_0GemmExactModelShapes) {
+  const GgmlType t = GgmlType::Q8_0;
+  for (int64_t k : {32, 96, 384, 1056, 1152}) {
+    const int64_t rows = 21, n_max = 8;
+    const auto W = weight_rows(t, rows, k, static_cast<uint32_t>(k));
+    const size_t w_stride = df::row_bytes(t, k), a_stride = df::cpu::act_row_bytes(t, k);
+    std::mt19937 rng(static_cast<uint32_t>(k) + 7);
+    const auto x = df::test::gaussian(rng, static_cast<size_t>(n_max * k));
+    for (Isa isa : all_isas()) {
+      const auto& kr = df::cpu::kernels(isa);
+      std::vector<uint8_t> A(a_stride * n_max);
+      for (int64_t r = 0; r < n_max; ++r) kr.quantize_act(t, x.data() + r * k, A.data() + r * a_stride, k);
+      for (int64_t n = 1; n <= n_max; ++n)
+        for (auto [i0, i1] : {std::pair<int64_t, int64_t>{0, rows}, {5, 18}, {16, 21}}) {
+          std::vector<float> Y(static_cast<size_t>(rows * n), -1.0f);
+          kr.gemm_exact(t, k, W.data(), w_stride, i0, i1, A.data(), a_stride, n, Y.data(), rows);
+          int diff = 0;
+          for (int64_t r = 0; r < n; ++r)
+            for (int64_t i = 0; i < rows; ++i) {
+              const float want = i >= i0 && i < i1 ? kr.vec_dot(t, k, W.data() + i * w_stride, A.data() + r * a_stride) : -1.0f;
+              diff += std::bit_cast<uint32_t>(Y[r * rows + i]) != std::bit_cast<uint32_t>(want);
+            }
+          EXPECT_EQ(diff, 0) << df::cpu::isa_name(isa) << " k=" << k << " n=" << n << " rows " << i0 << ".." << i1;
+        }
+    }
+  }
+}

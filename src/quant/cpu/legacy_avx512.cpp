@@ -165,10 +165,12 @@ void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, 
 // sums (exact int32: vpdpbusd of a + 128 with w, minus 128 * the lane sums of w), the same
 // scale products fp16(dw) * fp16(da) and the same fma per lane: every output has the decode
 // kernel's bits, for any number of activation rows. One weight row is unpacked once per step
-// for up to 8 activation rows, which are prepared once per call.
+// for up to 8 activation rows, which are prepared once per call; the final horizontal sums
+// of 8 weight rows run side by side (reduce8: the same adds, vectorised across outputs).
 namespace exact8 {
 
-constexpr int kCols = 8;
+constexpr int kCols = 8;   // activation rows per pass over a weight row
+constexpr int kGroup = 8;  // weight rows reduced together
 
 struct APair {  // activation blocks 2p | 2p + 1
   __m512i u;    // quants + 128 (unsigned)
@@ -189,9 +191,10 @@ void pack_act(const BlockQ8_0* a, int64_t nb, APair* out) {
   }
 }
 
-// out[c] = dot(weight row w, activation row c), c < C
+// acc_out[c * kGroup] = the two chains of dot(weight row w, activation row c) (lanes 0-7: chain
+// 0, 8-15: chain 1), c < C
 template <int C>
-void row(int64_t nb, const BlockQ8_0* w, const APair* const* a, float* out) {
+void row(int64_t nb, const BlockQ8_0* w, const APair* const* a, __m512* acc_out) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[C];
 #pragma GCC unroll 8
@@ -218,11 +221,35 @@ void row(int64_t nb, const BlockQ8_0* w, const APair* const* a, float* out) {
     }
   }
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c)
-    out[c] = simd::hsum(_mm256_add_ps(_mm512_castps512_ps256(acc[c]), _mm512_extractf32x8_ps(acc[c], 1)));
+  for (int c = 0; c < C; ++c) acc_out[c * kGroup] = acc[c];
 }
 
-using RowFn = void (*)(int64_t, const BlockQ8_0*, const APair* const*, float*);
+// out[j] = simd::hsum(chain 0 + chain 1 of acc[j]), j < 8: the one-row kernel's adds, each with
+// the same operands in the same order, for 8 outputs at once (shuffles move lanes, never sum).
+__m256 reduce8(const __m512* acc) {
+  // t_j = lo(acc_j) + hi(acc_j); T[q] = [t_2q | t_2q+1]
+  __m512 T[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q)
+    T[q] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * q], acc[2 * q + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(acc[2 * q], acc[2 * q + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // hsum's first add, high 4 lanes + low 4 lanes: S[h] 128-bit lane j = that of t_4h+j
+  __m512 S[2];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h)
+    S[h] = _mm512_add_ps(_mm512_shuffle_f32x4(T[2 * h], T[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1)),
+                         _mm512_shuffle_f32x4(T[2 * h], T[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0)));
+  // second add (s + movehl(s)): lane j = [s_0+s_2, s_1+s_3] of t_j, then of t_4+j
+  const __m512 U = _mm512_add_ps(_mm512_shuffle_ps(S[0], S[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(S[0], S[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // third add (s_0 + s_1): lane j = [out j, out 4+j, ...]
+  const __m512 R = _mm512_add_ps(_mm512_shuffle_ps(U, U, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(U, U, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, R));
+}
+
+using RowFn = void (*)(int64_t, const BlockQ8_0*, const APair* const*, __m512*);
 constexpr RowFn kRowFns[kCols] = {&row<1>, &row<2>, &row<3>, &row<4>, &row<5>, &row<6>, &row<7>, &row<8>};
 
 void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
@@ -232,15 +259,29 @@ void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, 
   if (packed.size() < static_cast<size_t>(n_act * np)) packed.resize(static_cast<size_t>(n_act * np));
   for (int64_t c = 0; c < n_act; ++c)
     pack_act(reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(c) * act_stride), nb, packed.data() + c * np);
-  for (int64_t i = i0; i < i1; ++i) {
-    const auto* w = reinterpret_cast<const BlockQ8_0*>(W + static_cast<size_t>(i) * w_stride);
+  // Weight rows in groups of kGroup: each row's accumulators are kept, then every activation
+  // row's kGroup outputs are reduced together (reduce8) and stored side by side.
+  for (int64_t i = i0; i < i1; i += kGroup) {
+    const int G = static_cast<int>(i1 - i < kGroup ? i1 - i : kGroup);
     for (int64_t c0 = 0; c0 < n_act; c0 += kCols) {
       const int C = static_cast<int>(n_act - c0 < kCols ? n_act - c0 : kCols);
       const APair* a[kCols];
       for (int c = 0; c < C; ++c) a[c] = packed.data() + (c0 + c) * np;
-      float out[kCols];
-      kRowFns[C - 1](nb, w, a, out);
-      for (int c = 0; c < C; ++c) Y[(c0 + c) * ldy + i] = out[c];
+      __m512 acc[kCols * kGroup];  // [c][weight row of the group]
+      for (int g = 0; g < G; ++g)
+        kRowFns[C - 1](nb, reinterpret_cast<const BlockQ8_0*>(W + static_cast<size_t>(i + g) * w_stride), a, acc + g);
+      for (int c = 0; c < C; ++c) {
+        for (int g = G; g < kGroup; ++g) acc[c * kGroup + g] = _mm512_setzero_ps();  // outputs not stored
+        const __m256 r = reduce8(acc + c * kGroup);
+        float* y = Y + (c0 + c) * ldy + i;
+        if (G == kGroup) {
+          _mm256_storeu_ps(y, r);
+        } else {
+          alignas(32) float out[kGroup];
+          _mm256_store_ps(out, r);
+          for (int g = 0; g < G; ++g) y[g] = out[g];
+        }
+      }
     }
   }
 }
