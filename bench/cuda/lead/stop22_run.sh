@@ -5,16 +5,24 @@
 # stripped, PTX zeroed by bench/cuda/mvn/zero_ptx.py, `tar -I 'xz -9'`):
 #   .devcarry/lf22/bins.tar.xz: diskformer, df_cuda_tests, df_make_model, bench_matvec_cuda, lib/ (the .so
 #   files diskformer needs there: libpcre2-8, libcpp-httplib, libcurl's dependencies).
-# PART=tests|benches|all (default all); BUDGET (s) stops starting benches past it.
+# Three calls on one warm machine (the carries do not fit one transfer): PART=tests (.devcarry/lf22:
+# df_cuda_tests, df_make_model, lib/), PART=benches (.devcarry/lf22b: diskformer, df_make_model, lib/),
+# PART=matvec (.devcarry/lf22c: bench_matvec_cuda). BUDGET (s) stops starting benches past it.
 set -uo pipefail
-D=.devcarry/lf22
-PART=${PART:-all}
-[ -x $D/diskformer ] || python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
+PART=${PART:-tests}
+case $PART in tests) D=.devcarry/lf22 ;; benches) D=.devcarry/lf22b ;; matvec) D=.devcarry/lf22c ;; esac
+[ -x $D/df_make_model ] || [ -x $D/bench_matvec_cuda ] || python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
 chmod +x $D/diskformer $D/df_make_model $D/df_cuda_tests $D/bench_matvec_cuda 2>/dev/null
 CUBLAS_DIR=$(dirname "$(find /usr/local/cuda*/ -name 'libcublas.so.13' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=$PWD/$D/lib:$CUBLAS_DIR
 export CUDA_DISABLE_PTX_JIT=1  # the carried binaries have their PTX zeroed: sm_90 SASS only
 VOCAB=tools/make_model/vocab_corpus.txt
+if [ "$PART" = matvec ]; then
+  timeout 150 $D/bench_matvec_cuda --no-variants --modes ${MV_MODES:-default,int8x_rows_pdl} --ns 1 --shapes 2560x9728,5120x17408,248320x5120 \
+    --out $OUT/matvec_all.json > $OUT/matvec_all.txt 2>&1; echo "matvec workbench rc=$?"
+  grep -E "^speed|read bandwidth" $OUT/matvec_all.txt | cut -c1-160 | head -150
+  exit 0
+fi
 T0=$SECONDS
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.mem --format=csv > $OUT/gpu.txt 2>&1
 mk() { local f=$1; shift; [ -s "$f" ] && return; "$D/df_make_model" -o "$f.tmp" --vocab-text $VOCAB "$@" > /dev/null 2>> $OUT/make.txt && mv "$f.tmp" "$f"; echo "make $f rc=$? $((SECONDS - T0)) s" >> $OUT/make.txt; }
@@ -32,6 +40,7 @@ if [ "$PART" != benches ]; then
 fi
 wait $MK; grep make $OUT/make.txt
 [ "$PART" = tests ] && exit 0
+[ "$PART" = benches ] && { wait $MK; }
 bench() {  # name model args...
   local name=$1 model=$2; shift 2
   [ $((SECONDS - T0)) -lt ${BUDGET:-470} ] || { echo "skip $name (time)"; return; }
@@ -59,11 +68,6 @@ bench q35_27b_gdntoken /tmp/q35_27b_q4f.gguf -p 512 -n 16 -r 1 --cuda-gdn-prefil
 bench a3b_L40 /dev/shm/a3b_L40.gguf -p 512 -n 128 -r 1
 bench a3b_L40_gdntoken /dev/shm/a3b_L40.gguf -p 512 -n 16 -r 1 --cuda-gdn-prefill token
 bench a3b_L40_half /dev/shm/a3b_L40.gguf -p 0 -n 64 -r 1 --expert-cache-mb 8640
-if [ $((SECONDS - T0)) -lt ${BUDGET_MV:-500} ]; then
-  timeout 100 $D/bench_matvec_cuda --no-variants --modes ${MV_MODES:-default,int8x_rows_pdl} --ns 1 --shapes 2560x9728,5120x17408,248320x5120 \
-    --out $OUT/matvec_all.json > $OUT/matvec_all.txt 2>&1; echo "matvec workbench rc=$? $((SECONDS - T0)) s"
-  grep -E "^speed|read bandwidth" $OUT/matvec_all.txt | cut -c1-160 | head -120
-fi
 python3 -c "
 import json,glob,os
 out={os.path.basename(f)[2:-5]: json.load(open(f)) for f in glob.glob(os.environ['OUT']+'/b_*.json') if os.path.getsize(f)>0}
