@@ -212,4 +212,45 @@ TEST(KernelsGemm, Q8_0ExtremeQuants) {
         << df::cpu::isa_name(isa);
 }
 
+// The attention's product with V (backend/cpu/attention.cpp) stops at the positions a block
+// of rows sees, rounded up to 64, instead of llama.cpp's padded 256: over F16 and F32 rows,
+// for every ISA, gemm and gemm_exact over the first 64 j elements give the bits of the full
+// length when the activation rows are zero past some valid length <= 64 j (finite weights
+// past it: stale cache positions). Fails if a kernel's lane or chain of an element depended on
+// the row length, or its tail handling differed.
+TEST(KernelsGemm, ZeroTailLeavesFloatDotsUnchanged) {
+  const int64_t len = 256, rows = 37;
+  std::mt19937 rng(11);
+  for (GgmlType t : {GgmlType::F16, GgmlType::F32}) {
+    const size_t w_stride = df::row_bytes(t, len), a_stride = df::cpu::act_row_bytes(t, len);
+    for (Isa isa : {Isa::SCALAR, Isa::AVX2, Isa::AVX512}) {
+      if (static_cast<int>(isa) > static_cast<int>(df::cpu::best_isa())) continue;
+      const auto& K = df::cpu::kernels(isa);
+      const auto wf = df::test::gaussian(rng, static_cast<size_t>(rows * len));
+      std::vector<uint8_t> W(w_stride * rows);
+      for (int64_t i = 0; i < rows; ++i) K.quantize_act(t, wf.data() + i * len, W.data() + i * w_stride, len);
+      for (int64_t n_act : {1, 3, 8, 33}) {
+        for (int64_t lv : {64, 128, 192}) {
+          std::vector<float> af = df::test::gaussian(rng, static_cast<size_t>(n_act * len));
+          std::vector<uint8_t> A(a_stride * n_act);
+          for (int64_t r = 0; r < n_act; ++r) {
+            const int64_t valid = lv - 63 + (r * 17) % 64;  // 1 .. 64 below lv
+            std::fill(af.begin() + r * len + valid, af.begin() + (r + 1) * len, 0.0f);
+            K.quantize_act(t, af.data() + r * len, A.data() + r * a_stride, len);
+          }
+          for (bool exact : {false, true}) {
+            const auto gemm = exact ? K.gemm_exact : K.gemm;
+            std::vector<float> full(static_cast<size_t>(n_act * rows)), part(full.size(), -1.0f);
+            gemm(t, len, W.data(), w_stride, 0, rows, A.data(), a_stride, n_act, full.data(), rows);
+            gemm(t, lv, W.data(), w_stride, 0, rows, A.data(), a_stride, n_act, part.data(), rows);
+            EXPECT_EQ(0, std::memcmp(full.data(), part.data(), full.size() * sizeof(float)))
+                << df::type_name(t) << " " << df::cpu::isa_name(isa) << " n_act " << n_act << " lv " << lv
+                << (exact ? " exact" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
