@@ -158,20 +158,42 @@ __device__ __forceinline__ int tq1_trit(uint8_t byte, int n) {
 struct RawTQ1_0 {  // qs[48] qh[4] d
   static constexpr GgmlType kType = GgmlType::TQ1_0;
   static constexpr int kBlockElems = 256, kBlockBytes = 54, kParts = 8, kPartElems = 32;
+  // Element e = 32 p + l (src/quant's order): parts 0..4 are trit p of qs[l]; parts 5, 6 trit
+  // 2 (p - 5) + l / 16 of qs[32 + l % 16]; part 7 trit 4 of qs[32 + l] (l < 16), then trit
+  // (l - 16) / 4 of qh[(l - 16) % 4]. Each branch's byte indices are fixed at compile time and
+  // read two at a time (blocks are 2-byte aligned); the trit index is uniform across lanes.
   __device__ static void dequant(const uint8_t* b, int p, const DevTables*, float (&w)[32]) {
     const float d = h2f(ld_u16(b + 52));
+    auto trit = [d](uint32_t byte, int n) { return i2f(tq1_trit(static_cast<uint8_t>(byte), n) - 1) * d; };
+    if (p < 5) {
 #pragma unroll
-    for (int l = 0; l < 32; ++l) {
-      const int e = 32 * p + l;
-      int byte, n;
-      if (e < 160) {
-        byte = e % 32, n = e / 32;
-      } else if (e < 240) {
-        byte = 32 + (e - 160) % 16, n = (e - 160) / 16;
-      } else {
-        byte = 48 + (e - 240) % 4, n = (e - 240) / 4;
+      for (int k = 0; k < 16; ++k) {
+        const uint32_t v = ld_u16(b + 2 * k);
+        w[2 * k] = trit(v & 0xffu, p);
+        w[2 * k + 1] = trit(v >> 8, p);
       }
-      w[l] = i2f(tq1_trit(b[byte], n) - 1) * d;
+    } else if (p < 7) {
+      const int n0 = 2 * (p - 5);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t v = ld_u16(b + 32 + 2 * k);
+        w[2 * k] = trit(v & 0xffu, n0);
+        w[2 * k + 1] = trit(v >> 8, n0);
+        w[16 + 2 * k] = trit(v & 0xffu, n0 + 1);
+        w[16 + 2 * k + 1] = trit(v >> 8, n0 + 1);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t v = ld_u16(b + 32 + 2 * k);
+        w[2 * k] = trit(v & 0xffu, 4);
+        w[2 * k + 1] = trit(v >> 8, 4);
+      }
+      const uint32_t h = ld_u16(b + 48) | (static_cast<uint32_t>(ld_u16(b + 50)) << 16);
+#pragma unroll
+      for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[16 + 4 * n + j] = trit((h >> (8 * j)) & 0xffu, n);
     }
   }
 };
