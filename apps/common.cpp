@@ -1,8 +1,11 @@
 #include "common.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "common/error.h"
@@ -159,7 +162,20 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;
   o.max_checkpoints = f.max_checkpoints;
-  if (!f.quiet) o.on_progress = [](double x) { progress_bar("loading", x); };
+  if (!f.quiet) {
+    if (::isatty(STDERR_FILENO) != 0) {
+      o.on_progress = [](double x) { progress_bar("loading", x); };
+    } else {
+      // Not a terminal (a log file): one line at each quarter instead of a redrawn bar.
+      auto last = std::make_shared<int>(-1);
+      o.on_progress = [last](double x) {
+        const int quarter = static_cast<int>(x * 4.0);
+        if (quarter <= *last) return;
+        *last = quarter;
+        std::fprintf(stderr, "loading %d%%\n", quarter * 25);
+      };
+    }
+  }
   return Engine::load(o);
 }
 
