@@ -9,7 +9,7 @@
 //
 // Numerics: the product of the exactly dequantized weights with x rounded to int8 as the CPU
 // engine rounds the activations of the format's dot (xq.cuh: Q8_0 for Q8_0 / Q4_0, Q8_K for
-// the K-quants and IQ4_XS): the CPU's products up to the order of the float sums; against
+// the K-quants (Q4_K, Q5_K, Q6_K) and IQ4_XS): the CPU's products up to the order of the float sums; against
 // the f64 dot of unrounded x, the rounding costs NMSE ~1e-5 for uniform x.
 //
 // Each struct: the planar format F's Meta and load_meta, kInt8X = true, kQ8K, and
@@ -84,6 +84,35 @@ struct Dp4aQ4_K : FastQ4_K {  // part = sub-block of 32: (d sc) sum q x - (dmin 
       const int2 m = xa.meta(j, 0);
       const float dx = xq_d(m);
       const int s = dot_nib32(q[0], xa.word(j, 0), xa.word(j, 1));
+      acc[j] = fmaf(dl * dx, i2f(s), acc[j]);
+      acc[j] = fmaf(-ml * dx, i2f(xq_s(m)), acc[j]);
+    }
+  }
+};
+
+// Q5_K: Q4_K's sums with the fifth bit merged into the nibbles (dev_fast.cuh FastQ5_K).
+struct Dp4aQ5_K : FastQ5_K {
+  static constexpr bool kInt8X = true, kQ8K = true;
+  static constexpr int kDefaultU = 4;  // Q4_K's (not measured for Q5_K)
+  template <int N>
+  __device__ static void dot(const uint4 (&q)[1], Meta mt, const XQ& xa, float (&acc)[N]) {
+    float dl, ml;
+    scale_min(mt, dl, ml);
+    uint32_t lo[4], hi[4];
+    values(q[0], mt.h, lo, hi);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const int2 m = xa.meta(j, 0);
+      const float dx = xq_d(m);
+      const int4 x0 = xa.word(j, 0), x1 = xa.word(j, 1);
+      int s = dp4a(lo[0], x0.x, 0);
+      s = dp4a(lo[1], x0.y, s);
+      s = dp4a(lo[2], x0.z, s);
+      s = dp4a(lo[3], x0.w, s);
+      s = dp4a(hi[0], x1.x, s);
+      s = dp4a(hi[1], x1.y, s);
+      s = dp4a(hi[2], x1.z, s);
+      s = dp4a(hi[3], x1.w, s);
       acc[j] = fmaf(dl * dx, i2f(s), acc[j]);
       acc[j] = fmaf(-ml * dx, i2f(xq_s(m)), acc[j]);
     }

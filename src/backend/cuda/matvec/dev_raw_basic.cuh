@@ -1,5 +1,5 @@
 // Device dequantizers over raw ggml blocks (the GGUF bytes, rows padded to 16 bytes): Q4_1,
-// Q5_0, Q5_1, IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0, Q2_K, Q3_K, Q5_K (the formats without a
+// Q5_0, Q5_1, IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0, Q2_K, Q3_K (the formats without a
 // planar layout, dev_fast.cuh). Each format is a struct:
 //   kBlockElems, kBlockBytes: one ggml block;
 //   kParts, kPartElems: a block is split into kParts parts of consecutive elements, the
@@ -183,32 +183,5 @@ struct RawQ3_K {  // hmask[32] qs[64] scales[12] d
     }
   }
 };
-
-template <bool kFive>
-struct RawQ45_K {  // d dmin scales[12] (qh[32]) qs[128]
-  static constexpr GgmlType kType = kFive ? GgmlType::Q5_K : GgmlType::Q4_K;
-  static constexpr int kQs = kFive ? 48 : 16;
-  static constexpr int kBlockElems = 256, kBlockBytes = kFive ? 176 : 144, kParts = 8, kPartElems = 32;
-  __device__ static void dequant(const uint8_t* b, int p, const DevTables*, float (&w)[32]) {
-    const float d = h2f(ld_u16(b)), dmin = h2f(ld_u16(b + 2));
-    int sc, m;
-    scale_min_k4(b + 4, p, sc, m);
-    const float dl = d * i2f(sc), ml = dmin * i2f(m);
-    const int g = p / 2, shift = 4 * (p % 2);
-#pragma unroll
-    for (int l = 0; l < 32; l += 2) {
-      const uint16_t v = ld_u16(b + kQs + 32 * g + l);
-      int q0 = (v >> shift) & 0xf, q1 = (v >> (8 + shift)) & 0xf;
-      if constexpr (kFive) {
-        const uint16_t h = ld_u16(b + 16 + l);
-        q0 |= ((h >> p) & 1) << 4;
-        q1 |= ((h >> (8 + p)) & 1) << 4;
-      }
-      w[l] = __fmul_rn(dl, i2f(q0)) - ml;
-      w[l + 1] = __fmul_rn(dl, i2f(q1)) - ml;
-    }
-  }
-};
-using RawQ5_K = RawQ45_K<true>;
 
 }  // namespace df::cudamv

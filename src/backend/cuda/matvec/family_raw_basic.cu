@@ -6,7 +6,7 @@
 namespace df::cudamv {
 
 namespace {
-using Formats = FormatList<RawQ4_1, RawQ5_0, RawQ5_1, RawIQ4_NL, RawMxfp4, RawNvfp4, RawQ1_0, RawQ2_0, RawQ2_K, RawQ3_K, RawQ5_K>;
+using Formats = FormatList<RawQ4_1, RawQ5_0, RawQ5_1, RawIQ4_NL, RawMxfp4, RawNvfp4, RawQ1_0, RawQ2_0, RawQ2_K, RawQ3_K>;
 }  // namespace
 
 Mv matvec_raw_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f) {

@@ -3,8 +3,9 @@
 //   planar: the formats of dev_fast.cuh. Per row, a quant plane of kLoads sub-planes of
 //           nparts x 16 bytes (word i of part t at (i * nparts + t) * 16), then, in the meta
 //           plane, the blocks' scale bytes (nblocks x kMetaBytes, 16-byte padded rows).
-//           Bytes are those of the ggml blocks, re-ordered (Q4_K, Q6_K: to the nibble order
-//           of Q4_0 per 32 elements, Q6_K's high bits next to them); nothing is expanded.
+//           Bytes are those of the ggml blocks, re-ordered (Q4_K, Q5_K, Q6_K: to the nibble order
+//           of Q4_0 per 32 elements, Q6_K's high bits next to them, Q5_K's fifth bits in
+//           the meta plane, 4 bytes per 32 after the block's 16); nothing is expanded.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -36,6 +37,7 @@ inline PlanarGeom planar_geom(GgmlType t) {
     case GgmlType::Q4_0: return {32, 1, 2};
     case GgmlType::Q8_0: return {16, 1, 2};
     case GgmlType::Q4_K: return {32, 1, 16};
+    case GgmlType::Q5_K: return {32, 1, 48};
     case GgmlType::Q6_K: return {64, 3, 18};
     case GgmlType::IQ4_XS: return {32, 1, 8};
     default: return {0, 0, 0};
@@ -110,6 +112,29 @@ inline void pack_planar_row(GgmlType t, int64_t cols, const uint8_t* src, const 
         std::memcpy(m + 16 * k, &b[k].d, 2);
         std::memcpy(m + 16 * k + 2, &b[k].dmin, 2);
         std::memcpy(m + 16 * k + 4, b[k].scales, 12);
+      }
+      break;
+    }
+    case GgmlType::Q5_K: {  // as Q4_K, then per part the fifth bits (dev_fast.cuh FastQ5_K)
+      const auto* b = reinterpret_cast<const BlockQ5_K*>(src);
+      quant::KUnpacked u;
+      for (int64_t k = 0; k < np / 8; ++k) {
+        quant::unpack(b[k], u);
+        uint8_t* mb = m + 48 * k;
+        std::memcpy(mb, &b[k].d, 2);
+        std::memcpy(mb + 2, &b[k].dmin, 2);
+        std::memcpy(mb + 4, b[k].scales, 12);
+        for (int s = 0; s < 8; ++s) {
+          const int8_t* v = u.q + 32 * s;
+          detail::nibbles32(v, word(0, 8 * k + s));
+          uint32_t h = 0;
+          for (int mm = 0; mm < 4; ++mm)
+            for (int kk = 0; kk < 4; ++kk) {
+              h |= static_cast<uint32_t>((v[4 * mm + kk] >> 4) & 1) << (8 * kk + mm);
+              h |= static_cast<uint32_t>((v[16 + 4 * mm + kk] >> 4) & 1) << (8 * kk + 4 + mm);
+            }
+          for (int i = 0; i < 4; ++i) mb[16 + 4 * s + i] = static_cast<uint8_t>(h >> (8 * i));
+        }
       }
       break;
     }
