@@ -128,7 +128,8 @@ TEST(MatvecCudaPipe, PipelinedGivesTheUnpipelinedBits) {
       if (!std::isfinite(f)) return false;
     return true;
   };
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::IQ4_XS}) {
     const int64_t shapes[][2] = {{67, 768}, {5, 2560}, {9000, 512}, {300, 8192}, {4500, 2560}};
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
@@ -245,7 +246,8 @@ TEST(MatvecCudaPipe, RowsOfEveryCountGiveTheRowAloneBits) {
         }
       }
   };
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::IQ4_XS}) {
     const int64_t shapes[][2] = {{67, 768}, {9000, 512}, {300, 8192}, {4500, 2560}};
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];

@@ -7,13 +7,13 @@
 set -uo pipefail
 D=.devcarry/mvq5
 python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
-chmod +x $D/df_make_model $D/df_cuda_tests $D/bench_matvec_cuda 2>/dev/null
+chmod +x $D/df_cuda_tests $D/bench_matvec_cuda 2>/dev/null
 CUBLAS_DIR=$(dirname "$(find /usr/local/cuda*/ -name 'libcublas.so.13' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=$PWD/$D/lib:$CUBLAS_DIR
-export CUDA_DISABLE_PTX_JIT=1
+export CUDA_DISABLE_PTX_JIT=1 CUDA_MODULE_LOADING=LAZY  # the SASS of ops the filtered tests never launch (attention, delta rule, ssm_conv, flash prefill) is zeroed too
 export PATH=$PWD/$D:$PATH
 T0=$SECONDS
-timeout 75 $D/df_cuda_tests --gtest_filter='AllFormats/*:*Gemm*:*gemm*:*Grouped*:MatvecCuda*' > $OUT/tests.txt 2>&1
+timeout 125 $D/df_cuda_tests --gtest_filter='AllFormats/*:*Gemm*:*gemm*:*Grouped*:MatvecCuda*:CudaFused.*' > $OUT/tests.txt 2>&1
 echo "df_cuda_tests rc=$? $((SECONDS - T0)) s"
 grep -E "^\[  FAILED  \]|tests ran|PASSED  \]|SKIPPED  \]" $OUT/tests.txt | cut -c1-150 | head -40
 grep -B3 -A8 "Failure" $OUT/tests.txt | cut -c1-200 | head -40

@@ -1,5 +1,5 @@
-// Device dequantizers over raw ggml blocks (the GGUF bytes, rows padded to 16 bytes): Q4_1,
-// Q5_0, Q5_1, IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0, Q2_K, Q3_K (the formats without a
+// Device dequantizers over raw ggml blocks (the GGUF bytes, rows padded to 16 bytes):
+// IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0, Q2_K, Q3_K (the formats without a
 // planar layout, dev_fast.cuh). Each format is a struct:
 //   kBlockElems, kBlockBytes: one ggml block;
 //   kParts, kPartElems: a block is split into kParts parts of consecutive elements, the
@@ -12,43 +12,6 @@
 #include "quant/types.h"
 
 namespace df::cudamv {
-
-// Q4_0 / Q4_1 / Q5_0 / Q5_1: byte j holds elements j (low nibble) and j + 16 (high).
-template <GgmlType T>
-struct RawLegacy {
-  static constexpr bool kMin = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;
-  static constexpr bool kFive = T == GgmlType::Q5_0 || T == GgmlType::Q5_1;
-  static constexpr GgmlType kType = T;
-  static constexpr int kBlockElems = 32, kParts = 1, kPartElems = 32;
-  static constexpr int kQhOffset = kMin ? 4 : 2;
-  static constexpr int kQsOffset = kQhOffset + (kFive ? 4 : 0);
-  static constexpr int kBlockBytes = kQsOffset + 16;
-  __device__ static void dequant(const uint8_t* b, int, const DevTables*, float (&w)[32]) {
-    const float d = h2f(ld_u16(b));
-    const float m = kMin ? h2f(ld_u16(b + 2)) : 0.0f;
-    const uint32_t qh = kFive ? ld_u32_a2(b + kQhOffset) : 0u;
-    constexpr int kOffset = kMin ? 0 : (kFive ? 16 : 8);
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const uint8_t q = b[kQsOffset + j];
-      int lo = q & 0xf, hi = q >> 4;
-      if constexpr (kFive) {
-        lo |= static_cast<int>((qh >> j) & 1u) << 4;
-        hi |= static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      }
-      if constexpr (kMin) {
-        w[j] = __fadd_rn(__fmul_rn(i2f(lo), d), m);
-        w[j + 16] = __fadd_rn(__fmul_rn(i2f(hi), d), m);
-      } else {
-        w[j] = i2f(lo - kOffset) * d;
-        w[j + 16] = i2f(hi - kOffset) * d;
-      }
-    }
-  }
-};
-using RawQ4_1 = RawLegacy<GgmlType::Q4_1>;
-using RawQ5_0 = RawLegacy<GgmlType::Q5_0>;
-using RawQ5_1 = RawLegacy<GgmlType::Q5_1>;
 
 struct RawIQ4_NL {
   static constexpr GgmlType kType = GgmlType::IQ4_NL;
