@@ -220,7 +220,8 @@ double time_launches(const std::vector<const mv::PackedWeight*>& ws, Launch&& la
 
 bool planar_fast(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q4_0 ||
-         t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS;
+         t == GgmlType::Q8_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
+         t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS;
 }
 
 json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, double bw, bool variants,
@@ -740,7 +741,8 @@ int main(int argc, char** argv) {
     j["validation"] = val;
 
     const int64_t shapes[][2] = {{2560, 9728}, {9728, 2560}, {5120, 17408}, {17408, 5120}, {248320, 5120}};
-    const std::vector<GgmlType> priority = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
+    const std::vector<GgmlType> priority = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                                             GgmlType::IQ4_XS, GgmlType::F16, GgmlType::BF16};
     cudaStream_t s;
     ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");

@@ -3,7 +3,7 @@
 // against the CPU reference: matmul_id_swiglu (gate/up with SwiGLU in the epilogue) and
 // matmul_id (down, one x row per slot) at 20 and 300 rows (experts with no slots, with
 // one tile and with several; outputs poisoned with NaN first, so every slot must be written),
-// for formats of each family of the tile kernel (planar Q4_K, Q8_0, Q6_K; raw Q5_K; raw IQ2_XS).
+// for formats of each family of the tile kernel (planar Q4_K, Q8_0, Q6_K, Q5_K; raw IQ2_XS).
 // Budgets (not bits): the GEMM rounds x and the weights to f16 (relative 2^-11), the matvec
 // path rounds x to int8 blocks for its dp4a formats, the CPU reference its activations to the
 // weight's dot format: one product 1e-4, gate/up through SwiGLU (two chained products) 5e-4,

@@ -128,7 +128,8 @@ TEST(MatvecCudaPipe, PipelinedGivesTheUnpipelinedBits) {
       if (!std::isfinite(f)) return false;
     return true;
   };
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::IQ4_XS}) {
     const int64_t shapes[][2] = {{67, 768}, {5, 2560}, {9000, 512}, {300, 8192}, {4500, 2560}};
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
@@ -231,9 +232,9 @@ TEST(MatvecCudaPipe, RowsOfEveryCountGiveTheRowAloneBits) {
       for (bool rows_pipe : {true, false}) {
         const auto got = run(L, dx.p, n, rows_pipe);
         // Not in one launch: the SwiGLU pair of the unpipelined loop above two rows (one row per
-        // warp), and Q4_K's above four (its registers; family_dp4a.cu Dp4aPipe).
+        // warp), and Q4_K's / Q5_K's above four (their registers; family_dp4a.cu Dp4aPipe).
         const bool may_not_fuse =
-            L.fu && L.fu->swiglu && n > 2 && (!rows_pipe || (t == GgmlType::Q4_K && n > 4));
+            L.fu && L.fu->swiglu && n > 2 && (!rows_pipe || ((t == GgmlType::Q4_K || t == GgmlType::Q5_K) && n > 4));
         if (got.empty()) {
           ASSERT_TRUE(may_not_fuse) << "n = " << n << ": the fused launch did not run";
           continue;
@@ -245,7 +246,8 @@ TEST(MatvecCudaPipe, RowsOfEveryCountGiveTheRowAloneBits) {
         }
       }
   };
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::IQ4_XS}) {
     const int64_t shapes[][2] = {{67, 768}, {9000, 512}, {300, 8192}, {4500, 2560}};
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];

@@ -40,7 +40,7 @@ struct PackedWeights;
 struct CudaOptions {
   int device = 0;
   bool fuse = true;  // false: the fused ops run as their unfused sequences (Backend's defaults)
-  // Decode matvecs of Q8_0, Q4_0, Q4_K, Q6_K, IQ4_XS weights: x rounded to int8 blocks and
+  // Decode matvecs of Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS weights: x rounded to int8 blocks and
   // integer dots (cudamv::Context::int8_x); false: f32 x with the exact dequantized weights.
   bool int8_x = true;
   bool pdl = true;  // kernels launched with programmatic dependent launch (matvec/, ops/launch.cuh)

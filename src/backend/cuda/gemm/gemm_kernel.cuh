@@ -27,7 +27,7 @@ constexpr size_t smem_bytes() {
   return 2 * static_cast<size_t>(BM + BN) * kLds * sizeof(__half);
 }
 
-// A planar format of dev_fast.cuh (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, IQ4_XS).
+// A planar format of dev_fast.cuh (F32, F16, BF16, Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS).
 template <class F>
 struct PlanarSource {
   static constexpr GgmlType kType = F::kType;

@@ -1,5 +1,5 @@
-// The GEMM over the raw-block formats of dev_raw_basic.cuh (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4,
-// NVFP4, Q1_0, Q2_0, Q2_K, Q3_K, Q5_K): the 128x128 and 64x64 tiles.
+// The GEMM over the raw-block formats of dev_raw_basic.cuh (IQ4_NL, MXFP4,
+// NVFP4, Q1_0, Q2_0, Q2_K, Q3_K): the 128x128 and 64x64 tiles.
 #include "backend/cuda/gemm/families.cuh"
 #include "backend/cuda/gemm/dequant_slab.cuh"
 #include "backend/cuda/gemm/gemm_kernel.cuh"
@@ -9,9 +9,9 @@ namespace df::cuda::gemm {
 
 namespace {
 using namespace cudamv;
-using Sources = SourceList<RawSource<RawQ4_1>, RawSource<RawQ5_0>, RawSource<RawQ5_1>, RawSource<RawIQ4_NL>,
+using Sources = SourceList<RawSource<RawIQ4_NL>,
                            RawSource<RawMxfp4>, RawSource<RawNvfp4>, RawSource<RawQ1_0>, RawSource<RawQ2_0>,
-                           RawSource<RawQ2_K>, RawSource<RawQ3_K>, RawSource<RawQ5_K>>;
+                           RawSource<RawQ2_K>, RawSource<RawQ3_K>>;
 }  // namespace
 
 bool gemm_raw_basic(GgmlType t, const PlanarView& v, const __half* x, int64_t n, float* y, int64_t ys, int code,

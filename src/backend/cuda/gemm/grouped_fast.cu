@@ -8,7 +8,9 @@ namespace df::cuda::gemm {
 namespace {
 using namespace cudamv;
 using Sources = SourceList<PlanarSource<FastF32>, PlanarSource<FastF16>, PlanarSource<FastBF16>,
-                           PlanarSource<FastQ4_0>, PlanarSource<FastQ8_0>, PlanarSource<FastQ4_K>,
+                           PlanarSource<FastQ4_0>, PlanarSource<FastQ8_0>, PlanarSource<FastQ4_1>,
+                           PlanarSource<FastQ5_0>, PlanarSource<FastQ5_1>, PlanarSource<FastQ4_K>,
+                           PlanarSource<FastQ5_K>,
                            PlanarSource<FastQ6_K>, PlanarSource<FastIQ4_XS>>;
 }  // namespace
 

@@ -7,9 +7,9 @@ namespace df::cuda::gemm {
 
 namespace {
 using namespace cudamv;
-using Sources = SourceList<RawSource<RawQ4_1>, RawSource<RawQ5_0>, RawSource<RawQ5_1>, RawSource<RawIQ4_NL>,
+using Sources = SourceList<RawSource<RawIQ4_NL>,
                            RawSource<RawMxfp4>, RawSource<RawNvfp4>, RawSource<RawQ1_0>, RawSource<RawQ2_0>,
-                           RawSource<RawQ2_K>, RawSource<RawQ3_K>, RawSource<RawQ5_K>>;
+                           RawSource<RawQ2_K>, RawSource<RawQ3_K>>;
 }  // namespace
 
 bool grouped_raw_basic(const GroupedArgs& g, cudaStream_t s) { return grouped_list(Sources{}, g, s); }

@@ -8,8 +8,9 @@
 // every N (rows bit-identical whatever n is).
 //
 // Numerics: the product of the exactly dequantized weights with x rounded to int8 as the CPU
-// engine rounds the activations of the format's dot (xq.cuh: Q8_0 for Q8_0 / Q4_0, Q8_K for
-// the K-quants and IQ4_XS): the CPU's products up to the order of the float sums; against
+// engine rounds the activations of the format's dot (xq.cuh: Q8_0 for Q8_0 / Q4_0 / Q5_0 and
+// the quants of Q8_1 for Q5_1, Q8_K for
+// the K-quants (Q4_K, Q5_K, Q6_K) and IQ4_XS): the CPU's products up to the order of the float sums; against
 // the f64 dot of unrounded x, the rounding costs NMSE ~1e-5 for uniform x.
 //
 // Each struct: the planar format F's Meta and load_meta, kInt8X = true, kQ8K, and
@@ -72,6 +73,47 @@ struct Dp4aQ4_0 : FastQ4_0 {  // part = block: sum (q - 8) x = sum q x - 8 sum x
   }
 };
 
+// Q5_0, Q5_1 (part = block): sum (q - 16) x (Q5_0) or d sum q x + m sum x. x rounded as Q8_0
+// (Q5_0's activations; Q5_1 takes Q8_1's, the same quants and d: the CPU's min term m s with
+// s = fp16(d_x sum q_x) is here m d_x sum q_x in f32). Q4_1 has no int8-x family: at
+// 5x2560 its int8-x NMSE was 1.02e-4, over test_matvec_cuda's 1e-4 (H200, 2026-12-02), so it
+// keeps the f32-x kernels of its planar layout.
+template <GgmlType T>
+struct Dp4aLegacy : FastLegacyT<T, false> {
+  using F = FastLegacyT<T, false>;
+  using typename F::Meta;
+  static constexpr bool kInt8X = true, kQ8K = false;
+  static constexpr int kDefaultU = 1;  // Q4_0's (not measured for these)
+  template <int N>
+  __device__ static void dot(const uint4 (&q)[1], Meta mt, const XQ& xa, float (&acc)[N]) {
+    const float d = h2f(mt.d);
+    uint32_t lo[4], hi[4];
+    F::values(q[0], mt.h, lo, hi);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const int2 m = xa.meta(j, 0);
+      const float dx = xq_d(m);
+      const int4 x0 = xa.word(j, 0), x1 = xa.word(j, 1);
+      int s = dp4a(lo[0], x0.x, 0);
+      s = dp4a(lo[1], x0.y, s);
+      s = dp4a(lo[2], x0.z, s);
+      s = dp4a(lo[3], x0.w, s);
+      s = dp4a(hi[0], x1.x, s);
+      s = dp4a(hi[1], x1.y, s);
+      s = dp4a(hi[2], x1.z, s);
+      s = dp4a(hi[3], x1.w, s);
+      if constexpr (F::kMin) {
+        acc[j] = fmaf(d * dx, i2f(s), acc[j]);
+        acc[j] = fmaf(h2f(mt.mn), dx * i2f(xq_s(m)), acc[j]);
+      } else {
+        acc[j] = fmaf(d * dx, i2f(s - F::kBias * xq_s(m)), acc[j]);
+      }
+    }
+  }
+};
+using Dp4aQ5_0 = Dp4aLegacy<GgmlType::Q5_0>;
+using Dp4aQ5_1 = Dp4aLegacy<GgmlType::Q5_1>;
+
 struct Dp4aQ4_K : FastQ4_K {  // part = sub-block of 32: (d sc) sum q x - (dmin m) sum x
   static constexpr bool kInt8X = true, kQ8K = true;
   static constexpr int kDefaultU = 4;
@@ -84,6 +126,35 @@ struct Dp4aQ4_K : FastQ4_K {  // part = sub-block of 32: (d sc) sum q x - (dmin 
       const int2 m = xa.meta(j, 0);
       const float dx = xq_d(m);
       const int s = dot_nib32(q[0], xa.word(j, 0), xa.word(j, 1));
+      acc[j] = fmaf(dl * dx, i2f(s), acc[j]);
+      acc[j] = fmaf(-ml * dx, i2f(xq_s(m)), acc[j]);
+    }
+  }
+};
+
+// Q5_K: Q4_K's sums with the fifth bit merged into the nibbles (dev_fast.cuh FastQ5_K).
+struct Dp4aQ5_K : FastQ5_K {
+  static constexpr bool kInt8X = true, kQ8K = true;
+  static constexpr int kDefaultU = 4;  // Q4_K's (not measured for Q5_K)
+  template <int N>
+  __device__ static void dot(const uint4 (&q)[1], Meta mt, const XQ& xa, float (&acc)[N]) {
+    float dl, ml;
+    scale_min(mt, dl, ml);
+    uint32_t lo[4], hi[4];
+    values(q[0], mt.h, lo, hi);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const int2 m = xa.meta(j, 0);
+      const float dx = xq_d(m);
+      const int4 x0 = xa.word(j, 0), x1 = xa.word(j, 1);
+      int s = dp4a(lo[0], x0.x, 0);
+      s = dp4a(lo[1], x0.y, s);
+      s = dp4a(lo[2], x0.z, s);
+      s = dp4a(lo[3], x0.w, s);
+      s = dp4a(hi[0], x1.x, s);
+      s = dp4a(hi[1], x1.y, s);
+      s = dp4a(hi[2], x1.z, s);
+      s = dp4a(hi[3], x1.w, s);
       acc[j] = fmaf(dl * dx, i2f(s), acc[j]);
       acc[j] = fmaf(-ml * dx, i2f(xq_s(m)), acc[j]);
     }

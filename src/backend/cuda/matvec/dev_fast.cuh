@@ -226,6 +226,68 @@ struct FastQ8_0T {  // part = half block: 16 int8 | meta plane: fp16 d per block
   }
 };
 
+// Q4_1, Q5_0, Q5_1: part = block of 32, qs as in the block (Q4_0 order) | meta planes per
+// block: (Q5_0, Q5_1) the fifth bits as Q5_K's word h (permuted from qh, layout.cuh), fp16 d,
+// (Q4_1, Q5_1) fp16 m. w = d (q - 16) (Q5_0) or d q + m, as RawLegacy (dev_raw_basic.cuh).
+template <GgmlType T, bool kHalf>
+struct FastLegacyT {
+  using Other = FastLegacyT<T, !kHalf>;
+  static constexpr GgmlType kType = T;
+  static constexpr bool kMin = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;
+  static constexpr bool kFive = T == GgmlType::Q5_0 || T == GgmlType::Q5_1;
+  static constexpr int kBias = kMin ? 0 : 16;
+  static constexpr bool kSums = true, kGlobalX = false;
+  static constexpr int kPartElems = 32, kLoads = 1, kPartsPerBlock = 1;
+  static constexpr int kMetaBytes = (kFive ? 4 : 0) + 2 + (kMin ? 2 : 0);
+  struct Meta { uint32_t h; uint16_t d, mn; };
+  __device__ static Meta load_meta(const uint8_t* m, int t, int nb) {
+    const uint8_t* dp = m + (kFive ? 4 * nb : 0);
+    return {kFive ? __ldg(reinterpret_cast<const uint32_t*>(m + 4 * t)) : 0u, ld_u16(dp + 2 * t),
+            kMin ? ld_u16(dp + 2 * nb + 2 * t) : uint16_t{0}};
+  }
+  // The values of elements 4m .. 4m + 3 (lo) and 16 + 4m .. 16 + 4m + 3 (hi), one per byte.
+  __device__ static void values(const uint4& q, uint32_t h, uint32_t (&lo)[4], uint32_t (&hi)[4]) {
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      lo[m] = w[m] & 0x0f0f0f0fu;
+      hi[m] = (w[m] >> 4) & 0x0f0f0f0fu;
+      if constexpr (kFive) lo[m] |= ((h >> m) << 4) & 0x10101010u, hi[m] |= (h >> m) & 0x10101010u;
+    }
+  }
+  __device__ static float wval(int q, float d, float mn) {
+    if constexpr (kMin) return __fadd_rn(__fmul_rn(i2f(q), d), mn);
+    else return i2f(q - kBias) * d;
+  }
+  __device__ static void dequant(const uint4 (&q)[1], Meta mt, float (&w)[32]) {
+    const float d = h2f(mt.d), mn = kMin ? h2f(mt.mn) : 0.0f;
+    uint32_t lo[4], hi[4];
+    values(q[0], mt.h, lo, hi);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      w[i] = wval(static_cast<int>((lo[i / 4] >> (8 * (i % 4))) & 0xff), d, mn);
+      w[i + 16] = wval(static_cast<int>((hi[i / 4] >> (8 * (i % 4))) & 0xff), d, mn);
+    }
+  }
+  template <int N, class X>
+  __device__ static void dot(const uint4 (&q)[1], Meta mt, const X& xa, float (&acc)[N]) {
+    const float d = h2f(mt.d);
+    uint32_t lo[4], hi[4];
+    values(q[0], mt.h, lo, hi);
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      const float S_lo = xa.sum16(n, 0), S_hi = xa.sum16(n, 16);
+      float s_lo = 0.0f, s_hi = 0.0f;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) s_lo = dot4b<kHalf, kBias>(lo[m], xa(n, 4 * m), s_lo);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) s_hi = dot4b<kHalf, kBias>(hi[m], xa(n, 16 + 4 * m), s_hi);
+      acc[n] = fmaf(d, fix_sum<kHalf, kBias>(s_lo, S_lo) + fix_sum<kHalf, kBias>(s_hi, S_hi), acc[n]);
+      if constexpr (kMin) acc[n] = fmaf(h2f(mt.mn), S_lo + S_hi, acc[n]);
+    }
+  }
+};
+
 // Q4_K: part = sub-block s of 32 (nibbles repacked in Q4_0 order) | meta: the block's 16
 // bytes d, dmin, scales[12]. w = (d sc) q - (dmin m): sum = (d sc) sum(q x) - (dmin m) sum(x).
 template <bool kHalf>
@@ -273,6 +335,67 @@ struct FastQ4_KT {
       const float sq = dot_q4_32<kHalf, 0>(q[0], xa, n, sx);
       acc[n] = fmaf(dl, sq, acc[n]);
       acc[n] = fmaf(-ml, sx, acc[n]);
+    }
+  }
+};
+
+// Q5_K: as Q4_K (part = sub-block s of 32, low nibbles in Q4_0 order, one word) plus the
+// fifth bits in the meta plane: per block 48 bytes, d, dmin, scales[12] (as Q4_K), then per
+// part s a 32-bit word h (layout.cuh): bit 8k + m = bit 4 of element 4m + k, bit 8k + 4 + m
+// = bit 4 of element 16 + 4m + k (m, k < 4), so that the 5-bit values of nibble word m are
+// (w & 0x0f0f0f0f) | ((h >> m) << 4 & 0x10101010) and ((w >> 4) & 0x0f0f0f0f) | ((h >> m) & 0x10101010).
+template <bool kHalf>
+struct FastQ5_KT {
+  using Other = FastQ5_KT<!kHalf>;
+  static constexpr GgmlType kType = GgmlType::Q5_K;
+  static constexpr bool kSums = true, kGlobalX = false;
+  static constexpr int kPartElems = 32, kLoads = 1, kPartsPerBlock = 8;
+  static constexpr int kMetaBytes = 48;
+  struct Meta { uint4 v; uint32_t h; int s; };
+  __device__ static Meta load_meta(const uint8_t* m, int t, int) {
+    const uint8_t* b = m + 48 * (t / 8);
+    return {__ldg(reinterpret_cast<const uint4*>(b)), __ldg(reinterpret_cast<const uint32_t*>(b + 16 + 4 * (t % 8))), t % 8};
+  }
+  __device__ static void scale_min(const Meta& mt, float& dl, float& ml) {
+    FastQ4_KT<kHalf>::scale_min(typename FastQ4_KT<kHalf>::Meta{mt.v, mt.s}, dl, ml);
+  }
+  // The 5-bit values of elements 4m .. 4m + 3 (lo) and 16 + 4m .. 16 + 4m + 3 (hi), one per byte.
+  __device__ static void values(const uint4& q, uint32_t h, uint32_t (&lo)[4], uint32_t (&hi)[4]) {
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      lo[m] = (w[m] & 0x0f0f0f0fu) | (((h >> m) << 4) & 0x10101010u);
+      hi[m] = ((w[m] >> 4) & 0x0f0f0f0fu) | ((h >> m) & 0x10101010u);
+    }
+  }
+  __device__ static void dequant(const uint4 (&q)[1], Meta mt, float (&w)[32]) {
+    float dl, ml;
+    scale_min(mt, dl, ml);
+    uint32_t lo[4], hi[4];
+    values(q[0], mt.h, lo, hi);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      w[i] = __fmul_rn(dl, i2f(static_cast<int>((lo[i / 4] >> (8 * (i % 4))) & 0xff))) - ml;
+      w[i + 16] = __fmul_rn(dl, i2f(static_cast<int>((hi[i / 4] >> (8 * (i % 4))) & 0xff))) - ml;
+    }
+  }
+  template <int N, class X>
+  __device__ static void dot(const uint4 (&q)[1], Meta mt, const X& xa, float (&acc)[N]) {
+    float dl, ml;
+    scale_min(mt, dl, ml);
+    uint32_t lo[4], hi[4];
+    values(q[0], mt.h, lo, hi);
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      const float S_lo = xa.sum16(n, 0), S_hi = xa.sum16(n, 16);
+      float s_lo = 0.0f, s_hi = 0.0f;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) s_lo = dot4b<kHalf, 0>(lo[m], xa(n, 4 * m), s_lo);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) s_hi = dot4b<kHalf, 0>(hi[m], xa(n, 16 + 4 * m), s_hi);
+      const float sq = fix_sum<kHalf, 0>(s_lo, S_lo) + fix_sum<kHalf, 0>(s_hi, S_hi);
+      acc[n] = fmaf(dl, sq, acc[n]);
+      acc[n] = fmaf(-ml, S_lo + S_hi, acc[n]);
     }
   }
 };
@@ -443,12 +566,16 @@ struct FastIQ4_XST {
   }
 };
 
-// The conversion of each format's default: F32 for all five (on the H200 the half2 way was
+// The conversion of each format's default: F32 for all of them (Q5_K, Q4_1, Q5_0, Q5_1: not measured) (on the H200 the half2 way was
 // 5-25 % slower: the f16 -> f32 widening costs more than the integer work it saves;
 // bench/cuda/README.md). The H16 way stays as the workbench's "other conversion" variant.
 using FastQ4_0 = FastQ4_0T<false>;
 using FastQ8_0 = FastQ8_0T<false>;
 using FastQ4_K = FastQ4_KT<false>;
+using FastQ5_K = FastQ5_KT<false>;
+using FastQ4_1 = FastLegacyT<GgmlType::Q4_1, false>;
+using FastQ5_0 = FastLegacyT<GgmlType::Q5_0, false>;
+using FastQ5_1 = FastLegacyT<GgmlType::Q5_1, false>;
 using FastQ6_K = FastQ6_KT<false>;
 using FastIQ4_XS = FastIQ4_XST<false>;
 

@@ -1,5 +1,5 @@
-// Device dequantizers over raw ggml blocks (the GGUF bytes, rows padded to 16 bytes): Q4_1,
-// Q5_0, Q5_1, IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0, Q2_K, Q3_K, Q5_K (the formats without a
+// Device dequantizers over raw ggml blocks (the GGUF bytes, rows padded to 16 bytes):
+// IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0, Q2_K, Q3_K (the formats without a
 // planar layout, dev_fast.cuh). Each format is a struct:
 //   kBlockElems, kBlockBytes: one ggml block;
 //   kParts, kPartElems: a block is split into kParts parts of consecutive elements, the
@@ -12,43 +12,6 @@
 #include "quant/types.h"
 
 namespace df::cudamv {
-
-// Q4_0 / Q4_1 / Q5_0 / Q5_1: byte j holds elements j (low nibble) and j + 16 (high).
-template <GgmlType T>
-struct RawLegacy {
-  static constexpr bool kMin = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;
-  static constexpr bool kFive = T == GgmlType::Q5_0 || T == GgmlType::Q5_1;
-  static constexpr GgmlType kType = T;
-  static constexpr int kBlockElems = 32, kParts = 1, kPartElems = 32;
-  static constexpr int kQhOffset = kMin ? 4 : 2;
-  static constexpr int kQsOffset = kQhOffset + (kFive ? 4 : 0);
-  static constexpr int kBlockBytes = kQsOffset + 16;
-  __device__ static void dequant(const uint8_t* b, int, const DevTables*, float (&w)[32]) {
-    const float d = h2f(ld_u16(b));
-    const float m = kMin ? h2f(ld_u16(b + 2)) : 0.0f;
-    const uint32_t qh = kFive ? ld_u32_a2(b + kQhOffset) : 0u;
-    constexpr int kOffset = kMin ? 0 : (kFive ? 16 : 8);
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const uint8_t q = b[kQsOffset + j];
-      int lo = q & 0xf, hi = q >> 4;
-      if constexpr (kFive) {
-        lo |= static_cast<int>((qh >> j) & 1u) << 4;
-        hi |= static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      }
-      if constexpr (kMin) {
-        w[j] = __fadd_rn(__fmul_rn(i2f(lo), d), m);
-        w[j + 16] = __fadd_rn(__fmul_rn(i2f(hi), d), m);
-      } else {
-        w[j] = i2f(lo - kOffset) * d;
-        w[j + 16] = i2f(hi - kOffset) * d;
-      }
-    }
-  }
-};
-using RawQ4_1 = RawLegacy<GgmlType::Q4_1>;
-using RawQ5_0 = RawLegacy<GgmlType::Q5_0>;
-using RawQ5_1 = RawLegacy<GgmlType::Q5_1>;
 
 struct RawIQ4_NL {
   static constexpr GgmlType kType = GgmlType::IQ4_NL;
@@ -183,32 +146,5 @@ struct RawQ3_K {  // hmask[32] qs[64] scales[12] d
     }
   }
 };
-
-template <bool kFive>
-struct RawQ45_K {  // d dmin scales[12] (qh[32]) qs[128]
-  static constexpr GgmlType kType = kFive ? GgmlType::Q5_K : GgmlType::Q4_K;
-  static constexpr int kQs = kFive ? 48 : 16;
-  static constexpr int kBlockElems = 256, kBlockBytes = kFive ? 176 : 144, kParts = 8, kPartElems = 32;
-  __device__ static void dequant(const uint8_t* b, int p, const DevTables*, float (&w)[32]) {
-    const float d = h2f(ld_u16(b)), dmin = h2f(ld_u16(b + 2));
-    int sc, m;
-    scale_min_k4(b + 4, p, sc, m);
-    const float dl = d * i2f(sc), ml = dmin * i2f(m);
-    const int g = p / 2, shift = 4 * (p % 2);
-#pragma unroll
-    for (int l = 0; l < 32; l += 2) {
-      const uint16_t v = ld_u16(b + kQs + 32 * g + l);
-      int q0 = (v >> shift) & 0xf, q1 = (v >> (8 + shift)) & 0xf;
-      if constexpr (kFive) {
-        const uint16_t h = ld_u16(b + 16 + l);
-        q0 |= ((h >> p) & 1) << 4;
-        q1 |= ((h >> (8 + p)) & 1) << 4;
-      }
-      w[l] = __fmul_rn(dl, i2f(q0)) - ml;
-      w[l + 1] = __fmul_rn(dl, i2f(q1)) - ml;
-    }
-  }
-};
-using RawQ5_K = RawQ45_K<true>;
 
 }  // namespace df::cudamv

@@ -21,13 +21,15 @@ namespace df::cudamv {
 // 2 steps ahead; Q6_K one row per warp, 2 parts (n <= 4) or 1, 2 steps ahead, its SwiGLU pair
 // (two rows per warp) unpipelined with one part; Q4_K (n > 2) 1 part at two rows per warp
 // 2 steps ahead (n <= 4), then 2 parts at one row, its SwiGLU pair not in one launch above
-// n = 4. Which lane takes which parts, and so every bit, is that of the previous loop.
+// n = 4. Q5_K takes Q4_K's configurations, Q5_0 / Q5_1 Q4_0's (not measured for them). Which lane takes which
+// parts, and so every bit, is that of the previous loop.
 template <class A, int N>
 struct Dp4aPipe {
   static constexpr GgmlType kT = A::kType;
-  static constexpr bool kQ6 = kT == GgmlType::Q6_K, kQ4K = kT == GgmlType::Q4_K;
+  static constexpr bool kQ6 = kT == GgmlType::Q6_K, kQ4K = kT == GgmlType::Q4_K || kT == GgmlType::Q5_K;
+  static constexpr bool kLegacy = kT == GgmlType::Q4_0 || kT == GgmlType::Q5_0 || kT == GgmlType::Q5_1;
   static constexpr int kD = kT == GgmlType::Q8_0 ? 3
-                            : kT == GgmlType::Q4_0 ? (N <= 4 ? 3 : 2)
+                            : kLegacy ? (N <= 4 ? 3 : 2)
                             : kQ6 || kT == GgmlType::IQ4_XS ? 2
                             : kQ4K && N > 2 ? 2
                                             : 0;
@@ -48,7 +50,7 @@ namespace {
 
 template <class... Fs>
 struct Dp4aList {};
-using Dp4aFormats = Dp4aList<Dp4aQ8_0, Dp4aQ4_0, Dp4aQ4_K, Dp4aQ6_K, Dp4aIQ4_XS>;
+using Dp4aFormats = Dp4aList<Dp4aQ8_0, Dp4aQ4_0, Dp4aQ5_0, Dp4aQ5_1, Dp4aQ4_K, Dp4aQ5_K, Dp4aQ6_K, Dp4aIQ4_XS>;
 
 template <class F>
 using PA = PlanarAdapter<F>;

@@ -86,7 +86,7 @@ bool at_n(NList<Ns...>, int n, Op&& op) {
 
 template <class... Fs>
 struct List {};
-using PipeFormats = List<Dp4aQ8_0, Dp4aQ4_0, Dp4aQ4_K, Dp4aQ6_K, Dp4aIQ4_XS>;
+using PipeFormats = List<Dp4aQ8_0, Dp4aQ4_0, Dp4aQ5_0, Dp4aQ5_1, Dp4aQ4_K, Dp4aQ5_K, Dp4aQ6_K, Dp4aIQ4_XS>;
 
 template <class... Fs>
 bool variant_list(List<Fs...>, const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s, int n) {

@@ -11,7 +11,7 @@ namespace {
 
 template <class... Fs>
 struct FastList {};
-using FastFormats = FastList<FastF32, FastF16, FastBF16, FastQ4_0, FastQ8_0, FastQ4_K, FastQ6_K, FastIQ4_XS>;
+using FastFormats = FastList<FastF32, FastF16, FastBF16, FastQ4_0, FastQ8_0, FastQ4_1, FastQ5_0, FastQ5_1, FastQ4_K, FastQ5_K, FastQ6_K, FastIQ4_XS>;
 
 template <class F>
 using PA = PlanarAdapter<F>;

@@ -1,4 +1,4 @@
-// Raw-layout kernels of Q4_1, Q5_0, Q5_1, IQ4_NL, the FP4, Q1_0/Q2_0 and the K-quant formats
+// Raw-layout kernels of IQ4_NL, the FP4, Q1_0/Q2_0 and the K-quant formats
 // without a planar layout.
 #include "backend/cuda/matvec/dev_raw_basic.cuh"
 #include "backend/cuda/matvec/launch_raw.cuh"
@@ -6,7 +6,7 @@
 namespace df::cudamv {
 
 namespace {
-using Formats = FormatList<RawQ4_1, RawQ5_0, RawQ5_1, RawIQ4_NL, RawMxfp4, RawNvfp4, RawQ1_0, RawQ2_0, RawQ2_K, RawQ3_K, RawQ5_K>;
+using Formats = FormatList<RawIQ4_NL, RawMxfp4, RawNvfp4, RawQ1_0, RawQ2_0, RawQ2_K, RawQ3_K>;
 }  // namespace
 
 Mv matvec_raw_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f) {

@@ -3,8 +3,10 @@
 //   planar: the formats of dev_fast.cuh. Per row, a quant plane of kLoads sub-planes of
 //           nparts x 16 bytes (word i of part t at (i * nparts + t) * 16), then, in the meta
 //           plane, the blocks' scale bytes (nblocks x kMetaBytes, 16-byte padded rows).
-//           Bytes are those of the ggml blocks, re-ordered (Q4_K, Q6_K: to the nibble order
-//           of Q4_0 per 32 elements, Q6_K's high bits next to them); nothing is expanded.
+//           Bytes are those of the ggml blocks, re-ordered (Q4_K, Q5_K, Q6_K: to the nibble order
+//           of Q4_0 per 32 elements, Q6_K's high bits next to them, Q5_K's fifth bits in
+//           the meta plane, 4 bytes per 32 after the block's 16; Q4_1 / Q5_0 / Q5_1: qs as
+//           they are, meta planes of their qh (permuted as Q5_K's), d, m); nothing is expanded.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -35,7 +37,11 @@ inline PlanarGeom planar_geom(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0: return {32, 1, 2};
     case GgmlType::Q8_0: return {16, 1, 2};
+    case GgmlType::Q4_1: return {32, 1, 4};
+    case GgmlType::Q5_0: return {32, 1, 6};
+    case GgmlType::Q5_1: return {32, 1, 8};
     case GgmlType::Q4_K: return {32, 1, 16};
+    case GgmlType::Q5_K: return {32, 1, 48};
     case GgmlType::Q6_K: return {64, 3, 18};
     case GgmlType::IQ4_XS: return {32, 1, 8};
     default: return {0, 0, 0};
@@ -101,6 +107,28 @@ inline void pack_planar_row(GgmlType t, int64_t cols, const uint8_t* src, const 
       }
       break;
     }
+    case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: {  // dev_fast.cuh FastLegacyT
+      const bool mn = t != GgmlType::Q5_0, five = t != GgmlType::Q4_1;
+      const size_t bb = mn ? (five ? 24 : 20) : 22, qh_at = mn ? 4 : 2, qs_at = qh_at + (five ? 4 : 0);
+      uint8_t* dp = m + (five ? 4 * np : 0);
+      for (int64_t k = 0; k < np; ++k) {
+        const uint8_t* b = src + bb * static_cast<size_t>(k);
+        std::memcpy(word(0, k), b + qs_at, 16);
+        std::memcpy(dp + 2 * k, b, 2);
+        if (mn) std::memcpy(dp + 2 * np + 2 * k, b + 2, 2);
+        if (five) {
+          uint32_t qh = 0, h = 0;
+          std::memcpy(&qh, b + qh_at, 4);
+          for (int mm = 0; mm < 4; ++mm)
+            for (int kk = 0; kk < 4; ++kk) {
+              h |= ((qh >> (4 * mm + kk)) & 1u) << (8 * kk + mm);
+              h |= ((qh >> (16 + 4 * mm + kk)) & 1u) << (8 * kk + 4 + mm);
+            }
+          for (int i = 0; i < 4; ++i) m[4 * k + i] = static_cast<uint8_t>(h >> (8 * i));
+        }
+      }
+      break;
+    }
     case GgmlType::Q4_K: {
       const auto* b = reinterpret_cast<const BlockQ4_K*>(src);
       quant::KUnpacked u;
@@ -110,6 +138,29 @@ inline void pack_planar_row(GgmlType t, int64_t cols, const uint8_t* src, const 
         std::memcpy(m + 16 * k, &b[k].d, 2);
         std::memcpy(m + 16 * k + 2, &b[k].dmin, 2);
         std::memcpy(m + 16 * k + 4, b[k].scales, 12);
+      }
+      break;
+    }
+    case GgmlType::Q5_K: {  // as Q4_K, then per part the fifth bits (dev_fast.cuh FastQ5_K)
+      const auto* b = reinterpret_cast<const BlockQ5_K*>(src);
+      quant::KUnpacked u;
+      for (int64_t k = 0; k < np / 8; ++k) {
+        quant::unpack(b[k], u);
+        uint8_t* mb = m + 48 * k;
+        std::memcpy(mb, &b[k].d, 2);
+        std::memcpy(mb + 2, &b[k].dmin, 2);
+        std::memcpy(mb + 4, b[k].scales, 12);
+        for (int s = 0; s < 8; ++s) {
+          const int8_t* v = u.q + 32 * s;
+          detail::nibbles32(v, word(0, 8 * k + s));
+          uint32_t h = 0;
+          for (int mm = 0; mm < 4; ++mm)
+            for (int kk = 0; kk < 4; ++kk) {
+              h |= static_cast<uint32_t>((v[4 * mm + kk] >> 4) & 1) << (8 * kk + mm);
+              h |= static_cast<uint32_t>((v[16 + 4 * mm + kk] >> 4) & 1) << (8 * kk + 4 + mm);
+            }
+          for (int i = 0; i < 4; ++i) mb[16 + 4 * s + i] = static_cast<uint8_t>(h >> (8 * i));
+        }
       }
       break;
     }

@@ -33,7 +33,7 @@ constexpr int kMaxRows = 8;  // largest n of matvec (decode and speculative veri
 //
 // int8_x (default true): the weights packed with it multiply x rounded to int8 blocks of 32
 // (llama.cpp's q8_1 rounding) with integer dots, for the formats and widths that have such
-// kernels (Q8_0, Q4_0, Q4_K, Q6_K, IQ4_XS; cols a multiple of 32 whose 8 int8 x rows fit in
+// kernels (Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS; cols a multiple of 32 whose 8 int8 x rows fit in
 // shared memory); false: every format multiplies f32 x (the exact dequantized-weight kernels).
 // pdl (default true): matvec launches with programmatic dependent launch (the weight loads
 // of a launch overlap the end of the previous kernel; x is read only after it).
