@@ -85,7 +85,10 @@ if [[ $SANITIZE == 1 ]]; then
   section "ASan + UBSan build (build-asan/, unit tests only)"
   # No reference tests and no benchmarks here: only df_unit_tests is built and run.
   # CPU only (-DDF_CUDA=OFF): the CUDA code is compiled by the release build above.
+  # -O1 -g1 (line tables: ASan's reports keep file:line): the build is ~35 % shorter than at
+  # -O2 -g and the tests ~12 % longer (measured on 2 cores, 2026-12-02).
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDF_SANITIZE=ON \
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
         -DDF_BENCH=OFF -DDF_CUDA=OFF "${ASAN_REF_ARGS[@]}"
   ninja -C build-asan -j"$JOBS" df_unit_tests
   section "unit tests under ASan + UBSan"
