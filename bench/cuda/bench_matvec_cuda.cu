@@ -664,8 +664,9 @@ int main(int argc, char** argv) {
   std::string persist2_arg;
   app.add_option("--persist2", persist2_arg,
                  "with --chain, Q4_0: the second persistent chain (persistent_chain2.cuh), variants "
-                 "NW:D:U:BPS:PF comma-separated (warps per block, ring slots, parts per slot, blocks per SM, "
-                 "items per warp prefetched into L2 at a stage's end)");
+                 "NW:D:U:BPS:PF[:FLAGS] comma-separated (warps per block, ring slots, parts per slot, blocks per SM, "
+                 "items per warp prefetched into L2 at a stage's end, flags: 1 fast norm, 2 cp.async x planes, "
+                 "4 control warp, 8 fixed cost only, 16 barriers only)");
   CLI11_PARSE(app, argc, argv);
   try {
     int ndev = 0;
@@ -724,8 +725,9 @@ int main(int argc, char** argv) {
       std::vector<mv::persist2::Variant> p2vars;
       for (const auto& c : split(persist2_arg, ',')) {
         const auto f = split(c, ':');
-        if (f.size() != 5) throw df::Error("--persist2: NW:D:U:BPS:PF, got " + c);
-        p2vars.push_back({std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[2]), std::stoi(f[3]), std::stoi(f[4])});
+        if (f.size() != 5 && f.size() != 6) throw df::Error("--persist2: NW:D:U:BPS:PF[:FLAGS], got " + c);
+        p2vars.push_back({std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[2]), std::stoi(f[3]), std::stoi(f[4]),
+                          f.size() == 6 ? std::stoi(f[5]) : 0});
       }
       const ChainShape shapes[] = {{"4b", 2560, 4096, 1024, 1024, 4096, 9728, 36},
                                    {"27b", 5120, 10240, 6144, 96, 6144, 17408, 16}};

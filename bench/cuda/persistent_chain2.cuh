@@ -66,8 +66,19 @@ struct Params {
   float* out;      // the last stage's combined output (the residual): [out_rows]
   int out_rows;
   int pf;          // items per warp prefetched into L2 when the warp leaves a stage
-  int xs_offset, xq_offset;  // shared memory: stage table at 0, then the f32 x, then the int8 x
+  int flags;       // kFastNorm | kStageCp | kCtlWarp | kFixedOnly | kBarrierOnly
+  int xs_offset, xq_offset;  // shared memory: stage table at 0, then the f32 x (kStageCp: every
+                             // input plane), then the int8 x
+  int ring_offset;           // then (kCpRing) the warps' slots
 };
+// kFastNorm: the norm's sum of squares with its x loads batched 8 a lane (rms_scale_of's order
+// and operations: the same bits). kStageCp: the input planes copied to shared memory by cp.async
+// (all of a thread's copies in flight at once: one L2 round trip per stage), then added there.
+// kCtlWarp: the block's last warp takes no items: it arrives at and polls the barrier (its
+// fence never waits on weight loads in flight) and runs the norm. kFixedOnly: no items at all
+// (every barrier and prologue: the fixed cost per stage; wrong bits). kBarrierOnly: barriers only.
+// kCpRing (host: picks the kCp instance): the slots in shared memory.
+constexpr int kFastNorm = 1, kStageCp = 2, kCtlWarp = 4, kFixedOnly = 8, kBarrierOnly = 16, kCpRing = 32;
 
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
@@ -81,6 +92,11 @@ __device__ __forceinline__ uint16_t ld_stream_u16(const uint8_t* p) {
   uint16_t v;
   asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
   return v;
+}
+
+__device__ __forceinline__ void cp16(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
 
 // A ring slot's registers and what the compute side needs of its step.
@@ -146,19 +162,39 @@ struct LoadCursor {
     if (gw + j * nwg < tab[s].items) set_item();
     else enter(s + 1);
   }
-  // (host: the bookkeeping only, for the coverage check of Chain2::check_cover)
-  template <int U>
-  __host__ __device__ void issue(Slot<U>& sl) {
+  // (host: the bookkeeping only, for the coverage check of check_cover). kCp: the quant words
+  // and scales go by cp.async into the warp's shared-memory slot `sm` ([U][32 lanes][16 B],
+  // then [U][64 B] of scales, copied by lanes 0..3), one commit group per step and lane.
+  template <int U, bool kCp = false>
+  __host__ __device__ void issue(Slot<U>& sl, uint8_t* sm = nullptr) {
     sl.st = s;
-    if (s >= nst) return;
+    if (s >= nst) {
 #ifdef __CUDA_ARCH__
+      if constexpr (kCp) asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+      return;
+    }
+#ifdef __CUDA_ARCH__
+    if constexpr (kCp) {
+      const uint8_t* m0 = mp - 2 * lane;  // lane 0's scale
 #pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (k0 + u < nlane) {
-        sl.q[u] = ld_stream(reinterpret_cast<const uint4*>(qp + static_cast<int64_t>(k0 + u) * tsq));
-        sl.m[u] = ld_stream_u16(mp + (k0 + u) * tsm);
+      for (int u = 0; u < U; ++u) {
+        if (k0 + u < nlane) cp16(sm + u * 512 + 16 * lane, qp + static_cast<int64_t>(k0 + u) * tsq);
+        // scales of parts tl - lane + (k0 + u) rs + 8 lane .. + 8 (the row's parts come in 8s)
+        if (lane < 4 && k0 + u < nkw && tl - lane + (k0 + u) * (tsq / 16) + 8 * lane < tab[s].nparts)
+          cp16(sm + U * 512 + u * 64 + 16 * lane, m0 + (k0 + u) * tsm + 16 * lane);
       }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (k0 + u < nlane) {
+          sl.q[u] = ld_stream(reinterpret_cast<const uint4*>(qp + static_cast<int64_t>(k0 + u) * tsq));
+          sl.m[u] = ld_stream_u16(mp + (k0 + u) * tsm);
+        }
+    }
 #else
+    (void)sm;
     for (int u = 0; u < U; ++u) sl.m[u] = static_cast<uint16_t>(k0 + u < nlane ? 1 : 0);
 #endif
     sl.t = tl + k0 * (tsq / 16);
@@ -197,9 +233,9 @@ struct LoadCursor {
 };
 
 // The device-wide barrier of transition c (c >= 1): every block's stores of stage c - 1 done.
-__device__ __forceinline__ void grid_barrier(const Params& P, int c) {
+__device__ __forceinline__ void grid_barrier(const Params& P, int c, int ctl_thread) {
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (static_cast<int>(threadIdx.x) == ctl_thread) {
     __threadfence();
     red_release_add(P.bar, 1);
     const unsigned target = static_cast<unsigned>(c) * gridDim.x;
@@ -251,14 +287,67 @@ __device__ __forceinline__ void combine_x(const Stage& S, float* xs) {
   __syncthreads();
 }
 
+// combine_x by cp.async: every input plane into shared memory (plane w at xs + w cols; all
+// of a thread's 16-byte copies issued before any wait), then added in sub order into plane 0.
+__device__ __forceinline__ void combine_x_cp(const Stage& S, float* xs) {
+  const int n4 = S.cols / 4, nt = static_cast<int>(blockDim.x);
+  const int planes = S.in_pair ? 2 : S.in_w;
+  for (int w = 0; w < planes; ++w) {
+    const float* src = S.in_pair && w == 1 ? S.in_u : S.in_g + static_cast<int64_t>(w) * S.in_stride;
+    for (int i = static_cast<int>(threadIdx.x); i < n4; i += nt) {
+      const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(xs + w * S.cols + 4 * i));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src + 4 * i) : "memory");
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+  if (planes > 1)
+    for (int i = static_cast<int>(threadIdx.x); i < n4; i += nt) {
+      float4 a = reinterpret_cast<const float4*>(xs)[i];
+      if (S.in_pair) {
+        const float4 v = reinterpret_cast<const float4*>(xs + S.cols)[i];
+        a = make_float4(swiglu_of(a.x, v.x), swiglu_of(a.y, v.y), swiglu_of(a.z, v.z), swiglu_of(a.w, v.w));
+      } else {
+        for (int w = 1; w < planes; ++w) {
+          const float4 b = reinterpret_cast<const float4*>(xs + w * S.cols)[i];
+          a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w;
+        }
+      }
+      reinterpret_cast<float4*>(xs)[i] = a;
+    }
+  __syncthreads();
+}
+
+// rms_scale_of (ops/activations.cuh) with the loads batched: lane l adds c = l, l + 32, ... in
+// order with fmaf, then the same butterfly and rsqrtf: the same bits. cols % 256 == 0.
+__device__ __forceinline__ float rms_scale_fast(const float* xs, int cols, float eps) {
+  const int lane = static_cast<int>(threadIdx.x & 31), n = cols / 32;
+  float sum = 0.0f;
+  for (int i0 = 0; i0 < n; i0 += 8) {
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = xs[lane + 32 * (i0 + k)];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sum = fmaf(v[k], v[k], sum);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  return rsqrtf(sum / static_cast<float>(cols) + eps);
+}
+
 // The stage's int8 x in xq (mv_kernel's prologue on the same values). Ends synchronised.
-__device__ __forceinline__ void prologue(const Stage& S, float* xs, uint8_t* xq, float* row_scale) {
-  combine_x(S, xs);
+// norm_warp: the warp that sums the norm's squares.
+__device__ __forceinline__ void prologue(const Stage& S, float* xs, uint8_t* xq, float* row_scale, int flags,
+                                         int norm_warp) {
+  if (flags & kStageCp) combine_x_cp(S, xs);
+  else combine_x(S, xs);
   const int cols = S.cols;
   if (S.norm_w) {
-    if (threadIdx.x < 32) {
-      const float sc = cuda::rms_scale_of(cols, S.eps, [&](int c) { return xs[c]; });
-      if (threadIdx.x == 0) *row_scale = sc;
+    if (static_cast<int>(threadIdx.x >> 5) == norm_warp) {
+      const float sc = flags & kFastNorm ? rms_scale_fast(xs, cols, S.eps)
+                                         : cuda::rms_scale_of(cols, S.eps, [&](int c) { return xs[c]; });
+      if ((threadIdx.x & 31) == 0) *row_scale = sc;
     }
     __syncthreads();
     const float sc = *row_scale;
@@ -276,8 +365,10 @@ __device__ __forceinline__ void prologue(const Stage& S, float* xs, uint8_t* xq,
   __syncthreads();
 }
 
-// NW warps per block, D ring slots of U parts per lane; kMinBlocks: launch bound (registers).
-template <int NW, int D, int U, int kMinBlocks>
+// NW warps per block, D ring slots of U parts per lane; kMinBlocks: launch bound (registers);
+// kCp: the slots' bytes in shared memory (cp.async, P.ring_offset: D U 576 B per warp), not in
+// registers (then only the slots' small fields are registers).
+template <int NW, int D, int U, int kMinBlocks, bool kCp = false>
 __global__ void __launch_bounds__(NW * 32, kMinBlocks) chain2_kernel(Params P) {
   extern __shared__ float4 p2smem4[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(p2smem4);
@@ -296,11 +387,15 @@ __global__ void __launch_bounds__(NW * 32, kMinBlocks) chain2_kernel(Params P) {
   }
   LoadCursor lc;
   lc.tab = tab, lc.nst = nst, lc.lane = lane;
-  lc.gw = static_cast<int>(blockIdx.x) * NW + warp, lc.nwg = static_cast<int>(gridDim.x) * NW;
-  lc.enter(0);
+  const int ctl = P.flags & kCtlWarp ? 1 : 0;  // the last warp: barrier and norm, no items
+  const int ctl_thread = ctl ? (NW - 1) * 32 : 0, norm_warp = ctl ? NW - 1 : 0;
+  lc.gw = static_cast<int>(blockIdx.x) * (NW - ctl) + warp, lc.nwg = static_cast<int>(gridDim.x) * (NW - ctl);
+  lc.enter((ctl && warp == NW - 1) || (P.flags & (kFixedOnly | kBarrierOnly)) ? nst : 0);
   Slot<U> ring[D];
+  constexpr int kSlotB = U * 576;
+  uint8_t* wring = smem + P.ring_offset + warp * D * kSlotB;
 #pragma unroll
-  for (int d = 0; d < D; ++d) lc.issue(ring[d]);
+  for (int d = 0; d < D; ++d) lc.template issue<U, kCp>(ring[d], wring + d * kSlotB);
 
   int cs = -1;  // the stage whose x is in xq
   int cols = 0, nparts = 0, xq_rb = 0, rs = 0;
@@ -317,8 +412,8 @@ __global__ void __launch_bounds__(NW * 32, kMinBlocks) chain2_kernel(Params P) {
         if (P.pf > 0) lc.prefetch(P.pf);
         while (cs < sl.st) {
           ++cs;
-          if (cs > 0) grid_barrier(P, cs);
-          if (cs < nst) prologue(tab[cs], xs, xq, &row_scale);
+          if (cs > 0) grid_barrier(P, cs, ctl_thread);
+          if (cs < nst && !(P.flags & kBarrierOnly)) prologue(tab[cs], xs, xq, &row_scale, P.flags, norm_warp);
         }
         if (cs >= nst) {
           run = false;
@@ -328,14 +423,26 @@ __global__ void __launch_bounds__(NW * 32, kMinBlocks) chain2_kernel(Params P) {
         cols = S.cols, nparts = S.nparts, xq_rb = static_cast<int>(xq_row_bytes(cols)), rs = 32 * S.wpr;
         out_g = S.out_g, out_u = S.out_u;
       }
+      uint8_t* ssl = wring + d * kSlotB;
+      if constexpr (kCp) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");  // this slot's group
+        __syncwarp();  // the scales lanes 0..3 copied
+      }
 #pragma unroll
       for (int u = 0; u < U; ++u)
         if (u < sl.nu) {
           const int t = sl.t + u * rs;
-          const uint4 q[1] = {sl.q[u]};
+          uint4 q[1];
+          uint16_t mm;
+          if constexpr (kCp) {
+            q[0] = *reinterpret_cast<const uint4*>(ssl + u * 512 + 16 * lane);
+            mm = *reinterpret_cast<const uint16_t*>(ssl + U * 512 + u * 64 + 2 * lane);
+          } else {
+            q[0] = sl.q[u], mm = sl.m[u];
+          }
           const XQ xa{xq + t * 16, xq + cols + t * 8, xq_rb, nparts * 16};
           float a1[1] = {acc};
-          Dp4aQ4_0::dot<1>(q, Dp4aQ4_0::Meta{sl.m[u]}, xa, a1);
+          Dp4aQ4_0::dot<1>(q, Dp4aQ4_0::Meta{mm}, xa, a1);
           acc = a1[0];
         }
       if (sl.fin >= 0) {
@@ -343,7 +450,8 @@ __global__ void __launch_bounds__(NW * 32, kMinBlocks) chain2_kernel(Params P) {
         acc = 0.0f;
         if (lane == 0) ((sl.fin & 1) ? out_u : out_g)[sl.fin >> 1] = r;
       }
-      lc.issue(sl);
+      if constexpr (kCp) __syncwarp();  // every lane done with the slot before it is refilled
+      lc.template issue<U, kCp>(sl, ssl);
     }
   }
   // cs == nst: past the last barrier. The residual from the last stage's partials.
@@ -367,12 +475,16 @@ __global__ void __launch_bounds__(NW * 32, kMinBlocks) chain2_kernel(Params P) {
 
 // Host side: a variant (kernel instance, blocks per SM, L2 prefetch items).
 struct Variant {
-  int nw, d, u, bps, pf;
+  int nw, d, u, bps, pf, flags;
 };
 using Chain2Kernel = void (*)(Params);
-inline Chain2Kernel kernel_of(int nw, int d, int u, int bps) {
-  const int code = nw * 1000 + d * 100 + u * 10 + bps;
+inline Chain2Kernel kernel_of(int nw, int d, int u, int bps, bool cp = false) {
+  const int code = nw * 1000 + d * 100 + u * 10 + bps + (cp ? 100000 : 0);
   switch (code) {
+    case 116621: return chain2_kernel<16, 6, 2, 1, true>;
+    case 116421: return chain2_kernel<16, 4, 2, 1, true>;
+    case 116441: return chain2_kernel<16, 4, 4, 1, true>;
+    case 116821: return chain2_kernel<16, 8, 2, 1, true>;
     case 16341: return chain2_kernel<16, 3, 4, 1>;
     case 16241: return chain2_kernel<16, 2, 4, 1>;
     case 16421: return chain2_kernel<16, 4, 2, 1>;
@@ -383,13 +495,19 @@ inline Chain2Kernel kernel_of(int nw, int d, int u, int bps) {
     default: return nullptr;
   }
 }
-inline const char* kernel_list() { return "NW:D:U:BPS in 16:3:4:1, 16:2:4:1, 16:4:2:1, 16:3:2:1, 8:3:4:2, 8:2:4:3, 8:4:2:3"; }
+inline const char* kernel_list() {
+  return "NW:D:U:BPS in 16:3:4:1, 16:2:4:1, 16:4:2:1, 16:3:2:1, 8:3:4:2, 8:2:4:3, 8:4:2:3; with flag 32 (cp ring): "
+         "16:6:2:1, 16:4:2:1, 16:4:4:1, 16:8:2:1";
+}
 
-// Shared memory: the stage table, the f32 x and the int8 x of the widest stage.
-inline size_t smem_of(int nstages, int max_cols, int& xs_offset, int& xq_offset) {
+// Shared memory: the stage table, the f32 x (kStageCp: the input planes, max_in floats) and the
+// int8 x of the widest stage.
+inline size_t smem_of(int nstages, int max_cols, int max_in, int ring_bytes, int& xs_offset, int& xq_offset,
+                      int& ring_offset) {
   xs_offset = static_cast<int>((static_cast<size_t>(nstages) * sizeof(Stage) + 15) & ~size_t{15});
-  xq_offset = xs_offset + 4 * max_cols;
-  return static_cast<size_t>(xq_offset) + static_cast<size_t>(xq_row_bytes(max_cols));
+  xq_offset = xs_offset + 4 * std::max(max_cols, max_in);
+  ring_offset = xq_offset + static_cast<int>(xq_row_bytes(max_cols));
+  return static_cast<size_t>(ring_offset) + static_cast<size_t>(ring_bytes);
 }
 
 // The chain's stages from its layers' matrices (host). A matrix: its planes and shape.
@@ -515,7 +633,8 @@ class Chain2 {
   template <class WprOf>
   Chain2(const std::vector<LayerMats>& layers, float* x, const float* norm_w, float eps, WprOf&& wpr_of) : x_(x) {
     stages_ = make_stages(layers, x, norm_w, eps, wpr_of, [&](size_t n) { return alloc(n); }, wprs_);
-    for (const Stage& st : stages_) max_cols_ = std::max(max_cols_, st.cols);
+    for (const Stage& st : stages_)
+      max_cols_ = std::max(max_cols_, st.cols), max_in_ = std::max(max_in_, (st.in_pair ? 2 : st.in_w) * st.cols);
     const int hidden = layers.at(0).wq.cols;
     out_rows_ = hidden;
     void* p = nullptr;
@@ -545,13 +664,13 @@ class Chain2 {
   void reset_sync() const { check(cudaMemset(sync_, 0, 16), "sync reset"); }
   // Shared memory, occupancy and registers of a variant; false: not instantiated or no fit.
   bool prepare(const Variant& v, size_t& smem, int& occ, cudaFuncAttributes& fa, std::string& why) const {
-    const Chain2Kernel k = kernel_of(v.nw, v.d, v.u, v.bps);
+    const Chain2Kernel k = kernel_of(v.nw, v.d, v.u, v.bps, (v.flags & kCpRing) != 0);
     if (!k) {
       why = std::string("not instantiated (") + kernel_list() + ")";
       return false;
     }
-    int xs = 0, xq = 0, optin = 0;
-    smem = smem_of(nstages(), max_cols_, xs, xq);
+    int xs = 0, xq = 0, ro = 0, optin = 0;
+    smem = smem_of(nstages(), max_cols_, v.flags & kStageCp ? max_in_ : 0, ring_bytes(v), xs, xq, ro);
     check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "optin");
     if (smem + 256 > static_cast<size_t>(optin)) {
       why = "shared memory does not fit";
@@ -568,14 +687,15 @@ class Chain2 {
   }
   // One launch of the whole chain (prepare() first); grid = SMs x bps.
   void launch(const Variant& v, int sms, cudaStream_t s) const {
-    int xs = 0, xq = 0;
-    const size_t smem = smem_of(nstages(), max_cols_, xs, xq);
-    Params p{dstages_, nstages(), sync_, sync_ + 1, sync_ + 2, x_, out_rows_, v.pf, xs, xq};
-    kernel_of(v.nw, v.d, v.u, v.bps)<<<static_cast<unsigned>(sms * v.bps), v.nw * 32, smem, s>>>(p);
+    int xs = 0, xq = 0, ro = 0;
+    const size_t smem = smem_of(nstages(), max_cols_, v.flags & kStageCp ? max_in_ : 0, ring_bytes(v), xs, xq, ro);
+    Params p{dstages_, nstages(), sync_, sync_ + 1, sync_ + 2, x_, out_rows_, v.pf, v.flags, xs, xq, ro};
+    kernel_of(v.nw, v.d, v.u, v.bps, (v.flags & kCpRing) != 0)<<<static_cast<unsigned>(sms * v.bps), v.nw * 32, smem, s>>>(p);
     check(cudaGetLastError(), "persist2 launch");
   }
 
  private:
+  static int ring_bytes(const Variant& v) { return v.flags & kCpRing ? v.nw * v.d * v.u * 576 : 0; }
   static void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) throw df::Error(std::string("persist2 ") + what + ": " + cudaGetErrorString(e));
   }
@@ -591,7 +711,7 @@ class Chain2 {
   std::vector<int> wprs_;
   Stage* dstages_ = nullptr;
   unsigned* sync_ = nullptr;
-  int max_cols_ = 0, out_rows_ = 0;
+  int max_cols_ = 0, max_in_ = 0, out_rows_ = 0;
 };
 
 }  // namespace df::cudamv::persist2

@@ -29,11 +29,11 @@ nlohmann::json runs(const std::vector<LayerMats>& layers, float* resid, const fl
     int occ = 0;
     cudaFuncAttributes fa{};
     std::string why;
-    json r = {{"nw", v.nw}, {"d", v.d}, {"u", v.u}, {"blocks_per_sm", v.bps}, {"pf_items", v.pf}};
+    json r = {{"nw", v.nw}, {"d", v.d}, {"u", v.u}, {"blocks_per_sm", v.bps}, {"pf_items", v.pf}, {"flags", v.flags}};
     if (!ch.prepare(v, smem, occ, fa, why)) {
       r["error"] = why;
       out.push_back(r);
-      std::printf("   persist2 %d:%d:%d:%d:%d: %s\n", v.nw, v.d, v.u, v.bps, v.pf, why.c_str());
+      std::printf("   persist2 %d:%d:%d:%d:%d:%d: %s\n", v.nw, v.d, v.u, v.bps, v.pf, v.flags, why.c_str());
       continue;
     }
     std::vector<float> y;
@@ -51,8 +51,8 @@ nlohmann::json runs(const std::vector<LayerMats>& layers, float* resid, const fl
               {"grid", sms * v.bps}, {"ms", ms}, {"gbs", gbs}, {"pct_of_read_bw", 100.0 * gbs / bw},
               {"bits_equal_launch_chain", same}, {"max_abs_diff", maxd}, {"finite", finite}, {"barrier_gave_up", err != 0}});
     out.push_back(r);
-    std::printf("   persist2 %2d:%d:%d:%d:%d (regs %d, local %d, smem %zu, occ %d): %.3f ms %5.0f GB/s (%4.1f %%) %s maxdiff %.3g%s\n",
-                v.nw, v.d, v.u, v.bps, v.pf, fa.numRegs, static_cast<int>(fa.localSizeBytes), smem, occ, ms, gbs,
+    std::printf("   persist2 %2d:%d:%d:%d:%d:%2d (regs %d, local %d, smem %zu, occ %d): %.3f ms %5.0f GB/s (%4.1f %%) %s maxdiff %.3g%s\n",
+                v.nw, v.d, v.u, v.bps, v.pf, v.flags, fa.numRegs, static_cast<int>(fa.localSizeBytes), smem, occ, ms, gbs,
                 100.0 * gbs / bw, same ? "bits equal" : "BITS DIFFER", maxd, err ? " BARRIER GAVE UP" : "");
     std::fflush(stdout);
     if (err) ch.reset_sync();

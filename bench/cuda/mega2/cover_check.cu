@@ -36,7 +36,7 @@ int main() {
                                       return bufs.back().data();
                                     },
                                     wprs);
-    for (int warps : {132 * 16, 132 * 24, 7 * 16}) {
+    for (int warps : {132 * 16, 132 * 15, 132 * 24, 7 * 16}) {
       const std::string e2 = p2::check_cover<2>(st, warps), e4 = p2::check_cover<4>(st, warps);
       std::printf("%-4s wpr %d %d %d %d, %5d warps: U=2 %s, U=4 %s\n", sh.name, wprs[0], wprs[1], wprs[2], wprs[3], warps,
                   e2.empty() ? "ok" : e2.c_str(), e4.empty() ? "ok" : e4.c_str());
