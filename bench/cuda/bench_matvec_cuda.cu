@@ -7,6 +7,7 @@
 //
 //   bench_matvec_cuda --out matvec_cuda.json [--quick] [--formats q4_0,q8_0]
 //   bench_matvec_cuda --chain q4_0:4b [--chain-cfgs 0:0:0,1:0:0] [--persist 16:0:1,4:0:2]
+//     [--persist2 16:3:4:1:0,8:3:4:2:2] (the second persistent chain: persistent_chain2.cuh)
 //     (a decode step's matvecs as launches, and as one persistent launch: persistent_chain.cuh)
 #include <cuda_runtime.h>
 
@@ -26,6 +27,7 @@
 #include "common/error.h"
 #include "matvec_testing.h"
 #include "persistent_chain.cuh"
+#include "persistent_chain2_runs.cuh"
 
 using df::GgmlType;
 using nlohmann::json;
@@ -408,7 +410,8 @@ struct ChainCfg {
 };
 
 json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, const std::vector<ChainCfg>& cfgs,
-           const std::vector<mv::persist::Variant>& pvars, cudaStream_t s) {
+           const std::vector<mv::persist::Variant>& pvars, const std::vector<mv::persist2::Variant>& p2vars,
+           cudaStream_t s) {
   std::vector<mv::PackedWeight> tiles;
   auto tile_of = [&](int64_t cols) -> const mv::PackedWeight& {
     for (auto& tl : tiles)
@@ -524,6 +527,15 @@ json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, 
     std::fflush(stdout);
   }
   res["runs"] = runs;
+  if (!p2vars.empty() && t == GgmlType::Q4_0) {  // the second persistent chain (persistent_chain2.cuh)
+    auto mat = [](const mv::PackedWeight& w) {
+      return mv::persist2::Mat{w.data, w.data + w.m_offset, static_cast<int>(w.rows), static_cast<int>(w.cols),
+                               static_cast<int>(w.q_row_bytes), static_cast<int>(w.m_row_bytes)};
+    };
+    std::vector<mv::persist2::LayerMats> lm;
+    for (auto& l : L) lm.push_back({mat(l.wq), mat(l.wk), mat(l.wv), mat(l.wo), mat(l.wg), mat(l.wu), mat(l.wd)});
+    res["persistent2"] = mv::persist2::runs(lm, resid.f(), dn.f(), p2vars, sms, bw, static_cast<double>(bytes), base, time_graph);
+  }
   if (pvars.empty() || t != GgmlType::Q4_0) return res;
   // The persistent kernel (persistent_chain.cuh): the same stages in one launch, from the same
   // x0; its residual against the first configuration's (the chain of mv_kernel launches).
@@ -650,6 +662,12 @@ int main(int argc, char** argv) {
   app.add_option("--persist", persist_arg,
                  "with --chain, Q4_0: the persistent one-launch chain (persistent_chain.cuh), variants "
                  "RING:SLEEP:BLOCKS_PER_SM comma-separated (BLOCKS_PER_SM 0: as many as fit)");
+  std::string persist2_arg;
+  app.add_option("--persist2", persist2_arg,
+                 "with --chain, Q4_0: the second persistent chain (persistent_chain2.cuh), variants "
+                 "NW:D:U:BPS:PF[:FLAGS] comma-separated (warps per block, ring slots, parts per slot, blocks per SM, "
+                 "items per warp prefetched into L2 at a stage's end, flags: 1 fast norm, 2 cp.async x planes, "
+                 "4 control warp, 8 fixed cost only, 16 barriers only)");
   CLI11_PARSE(app, argc, argv);
   try {
     int ndev = 0;
@@ -705,6 +723,13 @@ int main(int argc, char** argv) {
         if (f.size() != 3) throw df::Error("--persist: RING:SLEEP:BLOCKS_PER_SM, got " + c);
         pvars.push_back({std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[2])});
       }
+      std::vector<mv::persist2::Variant> p2vars;
+      for (const auto& c : split(persist2_arg, ',')) {
+        const auto f = split(c, ':');
+        if (f.size() != 5 && f.size() != 6) throw df::Error("--persist2: NW:D:U:BPS:PF[:FLAGS], got " + c);
+        p2vars.push_back({std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[2]), std::stoi(f[3]), std::stoi(f[4]),
+                          f.size() == 6 ? std::stoi(f[5]) : 0});
+      }
       const ChainShape shapes[] = {{"4b", 2560, 4096, 1024, 1024, 4096, 9728, 36},
                                    {"27b", 5120, 10240, 6144, 96, 6144, 17408, 16}};
       cudaStream_t s;
@@ -720,7 +745,7 @@ int main(int argc, char** argv) {
         for (GgmlType u : mt::all_weight_types())
           if (f.size() == 2 && std::string(df::type_name(u)) == f[0]) t = u, found = true;
         if (!sh || !found) throw df::Error("--chain: TYPE:SHAPE (shape 4b or 27b), got " + item);
-        ch.push_back(chain(ctx, t, *sh, bw, cfgs, pvars, s));
+        ch.push_back(chain(ctx, t, *sh, bw, cfgs, pvars, p2vars, s));
       }
       j["chain"] = ch;
       std::ofstream(out_path) << j.dump(1) << "\n";
