@@ -140,7 +140,7 @@ TEST(CudaOps, MoePipeIsThePlainBits) {
   }
 }
 
-// CudaOptions::mv_short_pipe: one-row matvecs of rows with at most 64 parts (Q4_K / IQ4_XS at
+// CudaOptions::mv_short_pipe: one-row matvecs of rows with at most 64 parts (Q4_K at
 // 2048 columns, Q8_0 at 1024, Q6_K at 4096) with their loads pipelined give the bits of the
 // formats' configurations: a plain matmul, matmul_add (the accumulate epilogue), norm_matmuls
 // over three matrices with a sigmoid epilogue, and the SwiGLU pair of norm_swiglu; matrices of
