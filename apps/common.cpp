@@ -90,6 +90,14 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--cuda-mv-blocks-per-sm", f.cuda_mv_blocks_per_sm,
                  "GPU matvec's persistent grid capped at this many blocks per SM (0, default: the occupancy)")
       ->check(CLI::Range(0, 64));
+  app.add_option("--cuda-moe-pipe", f.cuda_moe_pipe,
+                 "GPU MoE decode: the routed experts' matvecs (one row a slot) with their loads pipelined 2 or 4 "
+                 "steps ahead across row groups, two rows per warp (0, default: the format's loop; the same bits)")
+      ->check(CLI::IsMember({0, 2, 4}));
+  app.add_option("--cuda-mv-short-pipe", f.cuda_mv_short_pipe,
+                 "GPU one-row int8-x matvecs whose rows have at most 64 parts (2048 columns of Q4_K) with their loads "
+                 "pipelined 2 or 4 steps ahead, two rows per warp (0, default: the format's loop; the same bits)")
+      ->check(CLI::IsMember({0, 2, 4}));
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
@@ -158,6 +166,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_l2_prefetch = f.cuda_l2_prefetch;
   o.cuda_l2_prefetch_mb = f.cuda_l2_prefetch_mb;
   o.cuda_mv_blocks_per_sm = f.cuda_mv_blocks_per_sm;
+  o.cuda_moe_pipe = f.cuda_moe_pipe;
+  o.cuda_mv_short_pipe = f.cuda_mv_short_pipe;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;

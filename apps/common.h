@@ -41,6 +41,8 @@ struct ModelFlags {
   bool cuda_l2_prefetch = false;     // --cuda-l2-prefetch / --no-cuda-l2-prefetch
   int64_t cuda_l2_prefetch_mb = 24;  // --cuda-l2-prefetch-mb
   int cuda_mv_blocks_per_sm = 0;     // --cuda-mv-blocks-per-sm
+  int cuda_moe_pipe = 0;             // --cuda-moe-pipe 0|2|4
+  int cuda_mv_short_pipe = 0;        // --cuda-mv-short-pipe 0|2|4
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)
   int64_t gpu_mem = 0;           // --gpu-mem BYTES (CUDA; 0: what is free)
   int64_t checkpoint_every = 0;  // recurrent-state checkpoint every N tokens (0: none)

@@ -64,6 +64,11 @@ struct EngineOptions {
   bool cuda_l2_prefetch = false;
   int64_t cuda_l2_prefetch_mb = 24;
   int cuda_mv_blocks_per_sm = 0;
+  // CUDA n = 1 int8-x matvecs of short rows with their loads pipelined 2 or 4 steps ahead (0: off;
+  // same bits; helper moedec): the routed experts' launches (CudaOptions::moe_pipe) and the
+  // other matvecs whose rows have at most 64 parts (CudaOptions::mv_short_pipe).
+  int cuda_moe_pipe = 0;
+  int cuda_mv_short_pipe = 0;
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV

@@ -117,6 +117,14 @@ struct CudaOptions {
   // grid capped at that many blocks per SM. The same bits.
   int64_t l2_prefetch_bytes = 0;
   int mv_blocks_per_sm = 0;
+  // n = 1 int8-x matvecs of short rows with their loads pipelined moe_pipe / mv_short_pipe steps
+  // ahead (2 or 4, Q6_K 2; 0: the format's configuration; matvec/launch.cuh short_depth), two rows
+  // per warp, one part per lane: the routed experts' launches (cudamv::MatvecFusion::routed_pipe:
+  // the fused block's gate/up and down, matmul_id(_swiglu) of up to 8 rows) and the other matvecs
+  // whose rows have at most 64 parts (cudamv::Context::set_short_pipe: 2048 columns of Q4_K). The
+  // same bits (CudaOps.MoePipeIsThePlainBits).
+  int moe_pipe = 0;
+  int mv_short_pipe = 0;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).

@@ -327,6 +327,7 @@ bool CudaBackend::matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n
   fu.n_slots = static_cast<int>(n * k), fu.n_expert = static_cast<int>(n_expert);
   fu.x_div = shared_x ? static_cast<int>(k) : 1;
   fu.routed_pdl = opt_.moe_pdl && !Sg;  // resident stacks only: what CudaOps.MoePdlIsThePlainBits checks
+  fu.routed_pipe = Sg ? 0 : opt_.moe_pipe;  // resident stacks only: what CudaOps.MoePipeIsThePlainBits checks
   if (!cudamv::matvec_fused(proto, fp(x), fp(y), 1, fu, ctx_->stream())) return false;
   if (Sg) experts_->count(*Sg, fu.ids, n * k, ctx_->stream());
   if (Su) experts_->count(*Su, fu.ids, n * k, ctx_->stream());
@@ -562,6 +563,7 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   fu.n_slots = static_cast<int>(n * (k + 1)), fu.n_expert = static_cast<int>(E + 1), fu.x_div = static_cast<int>(k + 1);
   fu.norm_w = fp(norm), fu.eps = eps;
   fu.routed_pdl = opt_.moe_pdl;
+  fu.routed_pipe = opt_.moe_pipe;
   if (!cudamv::matvec_fused(pg, fp(x), g1, 1, fu, st)) return false;
   ps_gu.close();
   OpScope ps_d(prof_.get(), "moe_experts_down", routed_bytes(Dn, E, slots1), [&] { return routed_shape(Dn, E, slots1); });
@@ -570,6 +572,7 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   fd.ids = ids1;
   fd.n_slots = fu.n_slots, fd.n_expert = fu.n_expert, fd.x_div = 1;
   fd.routed_pdl = opt_.moe_pdl;
+  fd.routed_pipe = opt_.moe_pipe;
   if (!cudamv::matvec_fused(pd, g1, d1, 1, fd, st)) return false;
   ps_d.close();
   OpScope ps_c(prof_.get(), "moe_combine_add");

@@ -172,10 +172,40 @@ constexpr int sw_d() {
 // Launches with the fusions of f; false (nothing launched) when this n cannot fuse them.
 // x in shared memory: the formats that read it there, and the global-x (float) formats with a
 // norm prologue when f.float_norm (x read from either place gives the same bits).
+// Short rows at n = 1 (MvFuse::routed_pipe, short_pipe): the depth of the pipelined loop, or 0.
+// Rows of at most 64 parts leave most lanes of the default loop's U parts idle (a routed down
+// of 512 columns: 16 parts of Q4_K, one load per lane and round trip); pipelined, the loads of
+// the block's next groups are in flight together. Formats of one 16-byte word a part take depth
+// 4, the others (Q6_K) 2: the ring's registers without spills.
+template <class A, int N>
+int short_depth(const PlanarView& v, const MvFuse& f) {
+  if constexpr (N != 1 || !A::kInt8X) {
+    return 0;
+  } else {
+    const int d = f.ids ? f.routed_pipe : (v.cols / A::kPartElems <= 64 ? f.short_pipe : 0);
+    return d <= 0 ? 0 : d >= 4 && A::kLoads == 1 ? 4 : 2;
+  }
+}
+
 template <class A, int N, template <class, int> class P = NoPipe>
 bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse& f, cudaStream_t s) {
   constexpr int RW = DefaultConfig<A, N>::kRW, U = DefaultConfig<A, N>::kU;
   const bool smem_x = !A::kGlobalX || (f.norm_w && f.float_norm);
+  if constexpr (N == 1 && A::kInt8X) {
+    if (const int d = short_depth<A, N>(v, f); d > 0) {
+      if (!can_fuse<A, N, 2>(v, f, smem_x)) return false;
+      MvFuse g = f;
+      g.stage_x = false;
+      if constexpr (A::kLoads == 1) {
+        if (d == 4) {
+          launch_mv<A, N, 2, 1, 4>(v, x, y, s, smem_x, g);
+          return true;
+        }
+      }
+      launch_mv<A, N, 2, 1, 2>(v, x, y, s, smem_x, g);
+      return true;
+    }
+  }
   if constexpr (pipe_on<P<A, N>>()) {
     using C = P<A, N>;
     // n = 1: Context::pipe; n = 2..8 (a verify's rows) also Context::pipe_rows.
@@ -215,6 +245,10 @@ bool launch_mv_default(const PlanarView& v, const float* x, float* y, int n, cud
 template <class A, int N, template <class, int> class P>
 void prepare_mv_n() {
   prepare_mv<A, N, DefaultConfig<A, N>::kRW, DefaultConfig<A, N>::kU>();
+  if constexpr (N == 1 && A::kInt8X) {  // short rows (short_depth)
+    prepare_mv<A, N, 2, 1, 2>();
+    if constexpr (A::kLoads == 1) prepare_mv<A, N, 2, 1, 4>();
+  }
   if constexpr (pipe_on<P<A, N>>()) {
     using C = P<A, N>;
     prepare_mv<A, N, C::kRW, C::kU, C::kD>();

@@ -61,7 +61,7 @@ PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
     q_row_bytes = o.q_row_bytes, m_offset = o.m_offset, m_row_bytes = o.m_row_bytes;
     tables = o.tables, owns = o.owns, int8_x = o.int8_x, pdl = o.pdl, pipe = o.pipe;
     pipe_rows = o.pipe_rows;
-    l2_prefetch = o.l2_prefetch, blocks_per_sm = o.blocks_per_sm;
+    l2_prefetch = o.l2_prefetch, blocks_per_sm = o.blocks_per_sm, short_pipe = o.short_pipe;
     o.data = nullptr, o.owns = false, o.bytes = 0;
   }
   return *this;
@@ -94,6 +94,7 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
   p.pipe_rows = ctx.pipe_rows();
   p.l2_prefetch = ctx.l2_prefetch_bytes();
   p.blocks_per_sm = ctx.blocks_per_sm();
+  p.short_pipe = ctx.short_pipe();
   std::vector<uint8_t> staging(p.bytes);
   pack_rows_parallel(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
   if (device_dst) {
@@ -160,12 +161,14 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
     f.ids = fu.ids, f.table[0] = fu.table[0], f.table[1] = fu.table[1];
     f.n_slots = fu.n_slots, f.n_expert = fu.n_expert, f.x_div = fu.x_div;
     f.routed_pdl = fu.routed_pdl;
+    f.routed_pipe = fu.routed_pipe;
   }
   f.pdl = W.pdl;
   f.pipe = W.pipe;
   f.pipe_rows = W.pipe_rows;
   f.l2_bytes = W.l2_prefetch;
   f.blocks_per_sm = W.blocks_per_sm;
+  f.short_pipe = W.short_pipe;
   Mv r = matvec_fast(W, x, y, n, stream, f);
   if (r == Mv::kNoType) {
     const PlanarView v = raw_view(W);

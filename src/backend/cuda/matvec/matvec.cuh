@@ -57,12 +57,18 @@ class Context {
   void set_l2_prefetch(int64_t bytes, int blocks_per_sm = 0) { l2_bytes_ = bytes, blocks_per_sm_ = blocks_per_sm; }
   int64_t l2_prefetch_bytes() const { return l2_bytes_; }
   int blocks_per_sm() const { return blocks_per_sm_; }
+  // Short rows (MvFuse::short_pipe) of the weights packed after this call: n = 1 int8-x
+  // matvecs whose rows have at most 64 parts (Q4_K, IQ4_XS: 2048 columns) pipelined `depth`
+  // (2 or 4; 0: the format's configuration) steps ahead, two rows per warp. Same bits.
+  void set_short_pipe(int depth) { short_pipe_ = depth; }
+  int short_pipe() const { return short_pipe_; }
 
  private:
   void* tables_ = nullptr;
   bool int8_x_ = true, pdl_ = true, pipe_ = true, pipe_rows_ = true;
   int64_t l2_bytes_ = 0;
   int blocks_per_sm_ = 0;
+  int short_pipe_ = 0;
 };
 
 // Whether a weight of this type and width gets the int8-x kernels (under Context::int8_x).
@@ -86,6 +92,7 @@ struct PackedWeight {
   bool pipe_rows = false;      // and so at n = 2..8 (Context::pipe_rows)
   int64_t l2_prefetch = 0;     // bytes a launch prefetches into L2 first (Context::set_l2_prefetch)
   int blocks_per_sm = 0;       // > 0: the persistent grid's cap per SM (Context::set_l2_prefetch)
+  int short_pipe = 0;          // n = 1 rows of <= 64 parts pipelined this deep (Context::set_short_pipe)
 
   PackedWeight() = default;
   PackedWeight(PackedWeight&& o) noexcept { *this = static_cast<PackedWeight&&>(o); }
@@ -148,6 +155,12 @@ struct MatvecFusion {
   // the previous kernel before it reads ids, so its weight loads no longer overlap that kernel,
   // but its launch and the previous kernel's tail do. false: routed launches are plain.
   bool routed_pdl = false;
+  // Routed launches of one row a slot over int8-x formats (MvFuse::routed_pipe): mv_kernel
+  // with its loads `routed_pipe` steps ahead (2 or 4; Q6_K 2), two rows per warp, one part per
+  // lane, across the block's row groups; 0: the format's n = 1 configuration. A slot's rows have
+  // few parts (the 35B-A3B's down: 16 of Q4_K), so the default loop has a lane's one load in
+  // flight per round trip. The same bits (which lane takes which parts is unchanged).
+  int routed_pipe = 0;
 };
 
 // matvec with the fusions of f in one launch; false (nothing launched) where this type and n

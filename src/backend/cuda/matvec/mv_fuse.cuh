@@ -48,6 +48,11 @@ struct MvFuse {
   bool pipe_rows = false;              // host side: and so at n = 2..8 (else those n run the default loop)
   bool stage_x = false;                // int8-x kernels: x staged into shared memory by cp.async first (launch_mv)
   bool float_norm = false;             // host side: the float formats take norm_w (their x in shared memory)
+  // Host side, n = 1 int8-x launches (launch.cuh launch_mv_fused): mv_kernel with its loads
+  // pipe_depth steps ahead (2 or 4; 0: the format's configuration), two rows per warp, one part
+  // per lane and step. routed_pipe: routed launches (ids; MatvecFusion::routed_pipe); short_pipe:
+  // the others whose rows have at most 64 parts (Context::set_short_pipe). Same bits.
+  int32_t routed_pipe = 0, short_pipe = 0;
   // L2 prefetch of the weights (Context::l2_prefetch): host side, l2_bytes (> 0) bounds the bytes a
   // launch prefetches and blocks_per_sm (> 0) caps the persistent grid below the occupancy (so
   // that the next launch's blocks can be resident while this one runs); launch_persistent turns
