@@ -131,6 +131,39 @@ TEST(KernelsBatch, Q8_0VnniGemmEqualsAvx2Tiles) {
   }
 }
 
+// Q8_0's AVX-512 GEMM works on groups of 16 weight rows x tiles of 3 tokens
+// (q8_lanes_vnni512.h): every row range (groups cut at both ends, fewer than 16 rows) and
+// token count (tiles of 1, 2 and 3) gives the AVX2 tiles' bits, on row ranges of whole
+// 4-row AVX2 tiles.
+TEST(KernelsBatch, Q8_0VnniGemmRowRangesEqualAvx2Tiles) {
+  const auto isas = df::test::simd_isas();
+  if (isas.size() < 2) GTEST_SKIP() << "needs AVX2 and AVX-512";
+  const int64_t rows = 52;
+  for (int64_t k : {64, 96, 1056}) {
+    const auto W = weight_rows(GgmlType::Q8_0, rows, k, static_cast<uint32_t>(k + 7));
+    const size_t w_stride = df::row_bytes(GgmlType::Q8_0, k), a_stride = df::cpu::act_row_bytes(GgmlType::Q8_0, k);
+    for (int64_t n_act : {4, 6, 7, 35}) {
+      std::mt19937 rng(static_cast<uint32_t>(k * 3 + n_act));
+      const auto x = df::test::gaussian(rng, static_cast<size_t>(n_act * k));
+      std::vector<uint8_t> A(a_stride * n_act);
+      for (int64_t r = 0; r < n_act; ++r)
+        df::cpu::kernels(Isa::AVX2).quantize_act(GgmlType::Q8_0, x.data() + r * k, A.data() + r * a_stride, k);
+      for (auto [i0, i1] : {std::pair<int64_t, int64_t>{0, 52}, {4, 36}, {20, 48}, {8, 16}, {0, 16}, {16, 48}}) {
+        std::vector<std::vector<float>> Y;
+        for (Isa isa : {Isa::AVX2, Isa::AVX512}) {
+          Y.emplace_back(static_cast<size_t>(rows * n_act), -1.0f);
+          df::cpu::kernels(isa).gemm(GgmlType::Q8_0, k, W.data(), w_stride, i0, i1, A.data(), a_stride, n_act,
+                                     Y.back().data(), rows);
+        }
+        int diff = 0;
+        for (size_t j = 0; j < Y[0].size(); ++j)
+          diff += std::bit_cast<uint32_t>(Y[0][j]) != std::bit_cast<uint32_t>(Y[1][j]);
+        EXPECT_EQ(diff, 0) << "k=" << k << " n_act=" << n_act << " rows [" << i0 << ", " << i1 << ")";
+      }
+    }
+  }
+}
+
 // Kernels::gemm_exact, the row-exact kernels of decode, verify and batched server rows (issue
 // 11 item 3, issue 15 item 4): for EVERY weight format and ISA, each output of a call over n
 // = 1..8 activation rows (from several first rows and weight-row offsets) equals, bit for

@@ -73,23 +73,6 @@ struct PQ4_0 {
   }
 };
 
-// Q8_0 weights as unsigned w + 128, for vpdpbusd only (vpmaddubsw would saturate): the
-// AVX-512 VNNI GEMM (legacy_avx512.cpp), in ggml's single-accumulator order.
-template <class Ops>
-struct PQ8_0 {
-  using Block = BlockQ8_0;
-  using ABlock = BlockQ8_0;
-  static constexpr int kGroupsPerBlock = 1, kOffset = 128;
-  static constexpr bool kMins = false, kPairs = false;
-  static __m256i quants(const Block* w, int64_t g) {
-    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[g].qs)),
-                            _mm256_set1_epi8(static_cast<char>(0x80)));
-  }
-  static __m256 scale(const Block* w, int64_t g, __m256 da) {
-    return _mm256_mul_ps(simd::fp16x8(w[g].d), da);
-  }
-};
-
 template <class Ops>
 struct PQ5_0 {
   using Block = df::BlockQ5_0;

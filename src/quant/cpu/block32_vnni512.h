@@ -1,6 +1,6 @@
 // AVX-512 VNNI GEMM for the 32-element block formats whose group scale is one number per
-// (weight row, group): Q4_0, Q5_0 and Q8_0 weights with Q8_0 activations (prompt prefill,
-// 4+ activation rows). Included only by legacy_avx512.cpp; templates over its policies
+// (weight row, group): Q4_0 and Q5_0 weights with Q8_0 activations (prompt prefill, 4+
+// activation rows; Q8_0 weights: q8_lanes_vnni512.h). Included only by legacy_avx512.cpp; templates over its policies
 // (block32_mk.h), so every instantiation has internal linkage.
 //
 // Numerics: every output follows block32::Mk's order exactly (ggml's vec_dot):

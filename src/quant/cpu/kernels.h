@@ -20,6 +20,7 @@
 //   kernels_scalar.cpp                the scalar reference kernels (every format)
 //   kernels_<isa>.cpp                 F32 F16 BF16 Q8_0 and the activation quantisers
 //   legacy_<isa>.cpp, block32_mk.h    Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 NVFP4
+//   q8_lanes_vnni512.h                Q8_0's AVX-512 prefill GEMM (legacy_avx512.cpp)
 //   kquant_<isa>.cpp, kquant_mk.h     Q2_K .. Q6_K
 //   lowbit_<isa>.cpp                  IQ*, TQ1_0, TQ2_0, Q1_0, Q2_0
 //   gemm_tiled.h, simd_avx2.h         the register-tiled driver; shared AVX2 helpers

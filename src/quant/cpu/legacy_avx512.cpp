@@ -1,6 +1,7 @@
-// AVX-512 (VNNI) kernels of Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 NVFP4: block32_mk.h with vpdpbusd for
-// the lane sums, and packed GEMMs for several activation rows: block32_vnni512.h for Q4_0,
-// Q5_0 and Q8_0 (one scale per group), the 512-bit pair kernel below for NVFP4.
+// AVX-512 (VNNI) kernels of Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 NVFP4 Q8_0: block32_mk.h with vpdpbusd
+// for the lane sums, and packed GEMMs for several activation rows: block32_vnni512.h for Q4_0
+// and Q5_0 (one scale per group), q8_lanes_vnni512.h for Q8_0, the 512-bit pair kernel below
+// for NVFP4.
 // Bit-identical to the scalar reference and to ggml's vec_dot.
 #include <immintrin.h>
 
@@ -17,6 +18,7 @@
 #include "quant/cpu/block32_mk.h"
 #include "quant/cpu/block32_vnni512.h"
 #include "quant/cpu/kernels.h"
+#include "quant/cpu/q8_lanes_vnni512.h"
 #include "quant/cpu/registry.h"
 #include "quant/cpu/simd_avx2.h"
 
@@ -321,16 +323,17 @@ template <> struct Simd<quant::FormatQ5_0> : Block32Simd<block32::PQ5_0> {};
 template <> struct Simd<quant::FormatQ5_1> : Block32Simd<block32::PQ5_1> {};
 template <> struct Simd<quant::FormatMxfp4> : Block32Simd<block32::PMxfp4> {};
 template <> struct Simd<quant::FormatNvfp4> : Block32Simd<block32::PNvfp4> {};
-// Q8_0: the packed VNNI GEMM from 4 activation rows on, in the order of the AVX2 kernel's
-// multi-row tiles and of ggml (one accumulator per output: fma(scale, float(isum), acc) per
-// block); 2-3 rows run the AVX2 tiles (kernels_avx2.cpp). One row (decode), vec_dot (the
-// AVX2 kernel) and gemm_exact have the AVX2 decode kernel's bits: exact8 above.
+// Q8_0: the lane-transposed VNNI GEMM (q8_lanes_vnni512.h) from 4 activation rows on, in the
+// order of the AVX2 kernel's multi-row tiles and of ggml (one 8-lane accumulator per output:
+// fma(float(isum), scale, acc) per block, then hsum_float_8); 2-3 rows run the AVX2 tiles
+// (kernels_avx2.cpp), same order. One row (decode), vec_dot (the AVX2 kernel) and gemm_exact
+// have the AVX2 decode kernel's bits: exact8 above.
 template <>
 struct Simd<quant::FormatQ8_0> {
   static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
                    size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
     if (n_act >= 4)
-      block32v::Gemm<block32::PQ8_0<Ops>>::run(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
+      q8lanes::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else if (n_act == 1)
       exact8::gemm(n, W, w_stride, i0, i1, act, act_stride, n_act, Y, ldy);
     else
