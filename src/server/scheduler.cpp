@@ -180,13 +180,17 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
 }
 
 void Scheduler::step(const std::vector<Slot*>& rows) {
+  {
+    // Counted before the groups run: a step's rows are added (and its tokens handed to the
+    // clients) after it, so a metrics read never holds a step's rows without the step itself.
+    std::lock_guard<std::mutex> lock(m_);
+    ++c_.steps;
+  }
   for (size_t i = 0; i < rows.size(); i += static_cast<size_t>(step_rows_)) {
     const size_t n = std::min(rows.size() - i, static_cast<size_t>(step_rows_));
     step_group(std::vector<Slot*>(rows.begin() + static_cast<std::ptrdiff_t>(i),
                                   rows.begin() + static_cast<std::ptrdiff_t>(i + n)));
   }
-  std::lock_guard<std::mutex> lock(m_);
-  ++c_.steps;
 }
 
 void Scheduler::step_group(const std::vector<Slot*>& rows) {
