@@ -43,15 +43,15 @@ if s: print('   spec', {k: (round(v,4) if isinstance(v,float) else v) for k,v in
 " $OUT/b_$name.json $name || tail -3 $OUT/log.txt
 }
 bench default models/default.gguf -p 512 -n 128 -r 2
-bench default_spec models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt
 bench q3_4b_q4 /tmp/q3_4b_q4.gguf -p 512 -n 128 -r 2
-bench q3_4b_q8 /tmp/q3_4b_q8.gguf -p 512 -n 128 -r 2
 bench q3_4b_q5k /tmp/q3_4b_q5k.gguf -p 512 -n 128 -r 2
 bench q35_27b /tmp/q35_27b_q4f.gguf -p 512 -n 64 -r 1
-bench q35_27b_spec /tmp/q35_27b_q4f.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8
 bench a3b_L40 /dev/shm/a3b_L40.gguf -p 512 -n 128 -r 1
 bench a3b_L40_pipe2 /dev/shm/a3b_L40.gguf -p 16 -n 128 -r 1 --cuda-moe-pipe 2 --cuda-mv-short-pipe 2
 bench a3b_L40_pipe0 /dev/shm/a3b_L40.gguf -p 16 -n 128 -r 1
+bench q3_4b_q8 /tmp/q3_4b_q8.gguf -p 512 -n 128 -r 2
+bench default_spec models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt
+bench q35_27b_spec /tmp/q35_27b_q4f.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8
 bench a3b_L40_half /dev/shm/a3b_L40.gguf -p 0 -n 64 -r 1 --expert-cache-mb 8640
 python3 -c "
 import json,glob,os
