@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Packs binaries built here for the GPU machine (Ubuntu 24.04, CUDA 13) into one carry:
+#   DEST/bins.tar.xz = the binaries (stripped; the PTX of CUDA binaries zeroed by
+#   bench/cuda/mvn/zero_ptx.py: the sm_90 SASS runs there with CUDA_DISABLE_PTX_JIT=1) + lib/,
+#   the shared libraries they load that are neither glibc, libstdc++/libgcc nor CUDA's
+#   (libpcre2-8, libcurl and its dependencies, ...), in one xz stream with a 192 MiB dictionary
+#   (the CUDA binaries share most of their kernels, so two of them cost little more than one).
+# Usage: bench/cuda/pack.sh DEST BINARY... (DEST: a folder under the checkout that
+#   .git/info/exclude ignores, e.g. /work/main/.devcarry/NAME; name it in the call's carry).
+# There: python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+#   DEST/bins.tar.xz DEST; export LD_LIBRARY_PATH=$PWD/DEST/lib:<dir of libcublas.so.13>
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+DEST=$1; shift
+S=$(mktemp -d)
+mkdir -p "$S/lib" "$DEST"
+for b in "$@"; do
+  cp "$b" "$S/"; n=$(basename "$b"); strip "$S/$n"
+  if readelf -S "$S/$n" 2>/dev/null | grep -q nv_fatbin; then python3 "$HERE/mvn/zero_ptx.py" "$S/$n"; fi
+  ldd "$b" | awk '$3 ~ /^\// { print $3 }' | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*|libnvidia*) ;;
+      *) cp -L "$lib" "$S/lib/" ;;
+    esac
+  done
+done
+(cd "$S" && tar -cf - * | xz -T1 --lzma2=preset=9e,dict=192MiB > "$DEST/bins.tar.xz")
+ls -la "$DEST/bins.tar.xz"; (cd "$S" && ls lib)
+rm -rf "$S"
