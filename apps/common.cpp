@@ -98,6 +98,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "GPU one-row int8-x matvecs whose rows have at most 64 parts (2048 columns of Q4_K) with their loads "
                  "pipelined 2 or 4 steps ahead, two rows per warp (0, default: the format's loop; the same bits)")
       ->check(CLI::IsMember({0, 2, 4}));
+  app.add_flag("--cuda-moe-streamed-fused,!--no-cuda-moe-streamed-fused", f.cuda_moe_streamed_fused,
+               "GPU MoE decode with streamed experts (expert cache): one row in the fused expert block, the routed "
+               "launches with --cuda-moe-pipe and PDL as over resident experts (default off; the same bits)");
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
@@ -168,6 +171,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_mv_blocks_per_sm = f.cuda_mv_blocks_per_sm;
   o.cuda_moe_pipe = f.cuda_moe_pipe;
   o.cuda_mv_short_pipe = f.cuda_mv_short_pipe;
+  o.cuda_moe_streamed_fused = f.cuda_moe_streamed_fused;
   o.expert_cache_mb = f.expert_cache_mb;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;

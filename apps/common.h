@@ -43,6 +43,7 @@ struct ModelFlags {
   int cuda_mv_blocks_per_sm = 0;     // --cuda-mv-blocks-per-sm
   int cuda_moe_pipe = 0;             // --cuda-moe-pipe 0|2|4
   int cuda_mv_short_pipe = 0;        // --cuda-mv-short-pipe 0|2|4
+  bool cuda_moe_streamed_fused = false;  // --cuda-moe-streamed-fused / --no-cuda-moe-streamed-fused
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)
   int64_t gpu_mem = 0;           // --gpu-mem BYTES (CUDA; 0: what is free)
   int64_t checkpoint_every = 0;  // recurrent-state checkpoint every N tokens (0: none)

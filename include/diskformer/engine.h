@@ -69,6 +69,9 @@ struct EngineOptions {
   // other matvecs whose rows have at most 64 parts (CudaOptions::mv_short_pipe).
   int cuda_moe_pipe = 0;
   int cuda_mv_short_pipe = 0;
+  // CUDA streamed experts (expert cache) take the resident stacks' decode launches: the fused
+  // expert block at one row, the routed launches with the pipe and PDL (CudaOptions::moe_streamed_fused).
+  bool cuda_moe_streamed_fused = false;
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV

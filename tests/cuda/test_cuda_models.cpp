@@ -358,6 +358,18 @@ TEST(CudaExpertCache, SmallCacheGivesTheResidentBits) {
   EXPECT_GT(s.hits, 0u);
   EXPECT_EQ(s.bytes_in_place, s.misses * 36864u);
   EXPECT_GE(s.replacements, 40u);  // the first placement fills every slot
+  // CudaOptions::moe_streamed_fused with the routed pipe, PDL and the short pipe: decode steps
+  // in the fused expert block over the streamed stacks, the same bits and the same lookups.
+  cuda::CudaOptions fo = o;
+  fo.moe_streamed_fused = true, fo.moe_pdl = true, fo.moe_pipe = 2, fo.mv_short_pipe = 2;
+  cuda::CudaBackend fast(fo);
+  Loaded fused = load(path, fast);
+  EXPECT_EQ(logits_by_chunks(*resident.model, tokens, {5, 35}), logits_by_chunks(*fused.model, tokens, {5, 35}));
+  EXPECT_EQ(logits_by_chunks(*resident.model, tokens, ones), logits_by_chunks(*fused.model, tokens, ones));
+  const cuda::ExpertCacheStats f = fast.expert_cache_stats();
+  EXPECT_EQ(f.hits + f.misses, s.hits + s.misses);
+  EXPECT_GT(f.misses, 144u);
+  EXPECT_EQ(f.bytes_in_place, f.misses * 36864u);
 }
 
 // -log softmax(row)[target], in double (cmd_perplexity's formula).

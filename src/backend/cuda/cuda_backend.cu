@@ -687,6 +687,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   o.moe_pipe = opt.cuda_moe_pipe;
   o.mv_short_pipe = opt.cuda_mv_short_pipe;
+  o.moe_streamed_fused = opt.cuda_moe_streamed_fused;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
   return std::make_unique<CudaBackend>(o);

@@ -125,6 +125,15 @@ struct CudaOptions {
   // same bits (CudaOps.MoePipeIsThePlainBits).
   int moe_pipe = 0;
   int mv_short_pipe = 0;
+  // Streamed experts (expert_cache_bytes) take the resident stacks' decode launches: one row
+  // runs the fused expert block (4 launches after the router, the shared expert as the slot
+  // of id E outside the cache's tables: cudamv::MatvecFusion::extra; then the cache's three
+  // use counts), and every routed launch over streamed stacks takes moe_pipe and moe_pdl
+  // (misses still read host memory in place). Off: streamed stacks run the unfused ops with
+  // plain, unpipelined routed launches (as before). The same bits either way
+  // (CudaOps.StreamedFusedIsTheResidentBits); on at the engine level
+  // (EngineOptions::cuda_moe_streamed_fused), off here for the plain kernels' tests.
+  bool moe_streamed_fused = false;
 };
 
 // Per-op device times of profiled steps (CudaBackend::set_profiling).

@@ -326,8 +326,11 @@ bool CudaBackend::matmul_id_device(const Tensor& Wg, const Tensor* Wu, int64_t n
   fu.ids = static_cast<const int32_t*>(ids.data);
   fu.n_slots = static_cast<int>(n * k), fu.n_expert = static_cast<int>(n_expert);
   fu.x_div = shared_x ? static_cast<int>(k) : 1;
-  fu.routed_pdl = opt_.moe_pdl && !Sg;  // resident stacks only: what CudaOps.MoePdlIsThePlainBits checks
-  fu.routed_pipe = Sg ? 0 : opt_.moe_pipe;  // resident stacks only: what CudaOps.MoePipeIsThePlainBits checks
+  // Streamed stacks: plain unpipelined launches unless CudaOptions::moe_streamed_fused
+  // (CudaOps.StreamedFusedIsTheResidentBits checks them with it).
+  const bool fast = !Sg || opt_.moe_streamed_fused;
+  fu.routed_pdl = opt_.moe_pdl && fast;
+  fu.routed_pipe = fast ? opt_.moe_pipe : 0;
   if (!cudamv::matvec_fused(proto, fp(x), fp(y), 1, fu, ctx_->stream())) return false;
   if (Sg) experts_->count(*Sg, fu.ids, n * k, ctx_->stream());
   if (Su) experts_->count(*Su, fu.ids, n * k, ctx_->stream());
@@ -505,7 +508,13 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   const int64_t m = a.gate_exps.rows / E;
   const Tensor &G = a.gate_exps, &U = a.up_exps, &Dn = a.down_exps;
   const Tensor &SG = a.shexp_gate, &SU = a.shexp_up, &SD = a.shexp_down;
-  if (experts_ && (experts_->find(G.data) || experts_->find(U.data) || experts_->find(Dn.data))) return false;
+  // Streamed stacks (all three): one row with CudaOptions::moe_streamed_fused, the shared
+  // expert outside the cache's tables (MatvecFusion::extra), the uses counted after the launches.
+  const ExpertStack* Sg = experts_ ? experts_->find(G.data) : nullptr;
+  const ExpertStack* Su = experts_ ? experts_->find(U.data) : nullptr;
+  const ExpertStack* Sd = experts_ ? experts_->find(Dn.data) : nullptr;
+  const bool streamed = Sg || Su || Sd;
+  if (streamed && (!opt_.moe_streamed_fused || n != 1 || !Sg || !Su || !Sd)) return false;
   if (G.type != U.type || SG.type != G.type || SU.type != U.type || SD.type != Dn.type || G.cols != dim ||
       U.cols != dim || U.rows != G.rows || SG.rows != m || SU.rows != m || SG.cols != dim || SU.cols != dim ||
       Dn.rows != E * dim || Dn.cols != m || SD.rows != dim || SD.cols != m)
@@ -515,9 +524,28 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
       norm.type != GgmlType::F32 || norm.cols != dim || a.logits.type != GgmlType::F32 || a.logits.rows != n ||
       a.logits.cols != E || a.sh_g.type != GgmlType::F32 || a.sh_g.rows != n || m % 4 != 0)
     return false;
-  const uint8_t* const* tg = extended_table(G, SG, E, m);
-  const uint8_t* const* tu = extended_table(U, SU, E, m);
-  const uint8_t* const* td = extended_table(Dn, SD, E, dim);
+  const cudamv::PackedWeight* xg = nullptr;  // streamed: the shared expert's matrices (id E)
+  const cudamv::PackedWeight* xu = nullptr;
+  const cudamv::PackedWeight* xd = nullptr;
+  const uint8_t* const* tg = nullptr;
+  const uint8_t* const* tu = nullptr;
+  const uint8_t* const* td = nullptr;
+  if (streamed) {
+    xg = find_packed(SG), xu = find_packed(SU), xd = find_packed(SD);
+    auto fits = [](const cudamv::PackedWeight* P, const ExpertStack* S) {
+      return P && P->type == S->type && P->cols == S->cols && P->rows == S->rows && P->q_row_bytes == S->q_row_bytes &&
+             P->m_row_bytes == S->m_row_bytes;
+    };
+    if (!fits(xg, Sg) || !fits(xu, Su) || !fits(xd, Sd)) return false;
+    if (ctx_->capturing() && !experts_->ready()) return false;
+    if (!ctx_->capturing()) experts_->maintain();  // as an eager matmul_id call does
+    const ExpertStack* S = nullptr;
+    tg = expert_table(G, E, &S), tu = expert_table(U, E, &S), td = expert_table(Dn, E, &S);
+  } else {
+    tg = extended_table(G, SG, E, m);
+    tu = extended_table(U, SU, E, m);
+    td = extended_table(Dn, SD, E, dim);
+  }
   if (!tg || !tu || !td) return false;
   // Private scratch for 8 rows: ids, weights [8, k + 1], gate [8 (k + 1), m], down [8 (k + 1), dim].
   MoeBuffers& b = *moe_;
@@ -541,9 +569,12 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   auto* g1 = reinterpret_cast<float*>(base + 2 * ids_b);
   auto* d1 = reinterpret_cast<float*>(base + 2 * ids_b + g_b);
   cudamv::PackedWeight pg, pu, pd;
-  expert_geometry(pg, nullptr, G, m);
-  expert_geometry(pu, nullptr, U, m);
-  expert_geometry(pd, nullptr, Dn, dim);
+  expert_geometry(pg, Sg, G, m);
+  expert_geometry(pu, Su, U, m);
+  expert_geometry(pd, Sd, Dn, dim);
+  // The launches' experts: E + 1 in the extended tables, or E in the cache's and the shared one
+  // outside them (id E).
+  const int n_table = static_cast<int>(streamed ? E : E + 1);
   // Profile entries (bench --profile): the four launches apart; the expert products' shapes
   // "q4_k 512x2048 x9" with the k + 1 slots' bytes.
   const int64_t slots1 = n * (k + 1);
@@ -560,7 +591,8 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   fu.swiglu = true;
   fu.table[0] = tg, fu.table[1] = tu;
   fu.ids = ids1;
-  fu.n_slots = static_cast<int>(n * (k + 1)), fu.n_expert = static_cast<int>(E + 1), fu.x_div = static_cast<int>(k + 1);
+  fu.n_slots = static_cast<int>(n * (k + 1)), fu.n_expert = n_table, fu.x_div = static_cast<int>(k + 1);
+  fu.extra[0] = xg, fu.extra[1] = xu;
   fu.norm_w = fp(norm), fu.eps = eps;
   fu.routed_pdl = opt_.moe_pdl;
   fu.routed_pipe = opt_.moe_pipe;
@@ -571,6 +603,7 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   fd.table[0] = td;
   fd.ids = ids1;
   fd.n_slots = fu.n_slots, fd.n_expert = fu.n_expert, fd.x_div = 1;
+  fd.extra[0] = xd;
   fd.routed_pdl = opt_.moe_pdl;
   fd.routed_pipe = opt_.moe_pipe;
   if (!cudamv::matvec_fused(pd, g1, d1, 1, fd, st)) return false;
@@ -578,6 +611,13 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   OpScope ps_c(prof_.get(), "moe_combine_add");
   launch_moe_combine_add(d1, dim, w1, k + 1, k + 1, nullptr, 0, nullptr, 0, fp(x), fstride(x), n, dim, st,
                          opt_.moe_pdl && small_pdl_);
+  ps_c.close();
+  if (streamed) {  // the cache's use counts of the k routed slots (n == 1: ids1[0 .. k))
+    OpScope ps_n(prof_.get(), "expert_counts");
+    experts_->count(*Sg, ids1, k, st);
+    experts_->count(*Su, ids1, k, st);
+    experts_->count(*Sd, ids1, k, st);
+  }
   return true;
 }
 

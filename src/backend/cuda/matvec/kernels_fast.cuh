@@ -194,9 +194,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
     const int s = static_cast<int>(blockIdx.y);
     int e = f.ids[s];
     if (e < 0) return;  // an unused slot (padding of a grouped prefill launch): the whole block
-    e = e < f.n_expert ? e : f.n_expert - 1;
-    v.q = f.table[0][e], v.m = f.table[0][f.n_expert + e];
-    if (f.nmat > 1) fq0 = f.table[1][e], fm0 = f.table[1][f.n_expert + e];
+    if (e >= f.n_expert && f.xq[0]) {  // the expert outside the tables (MvFuse::xq)
+      v.q = f.xq[0], v.m = f.xm[0];
+      if (f.nmat > 1) fq0 = f.xq[1], fm0 = f.xm[1];
+    } else {
+      e = e < f.n_expert ? e : f.n_expert - 1;
+      v.q = f.table[0][e], v.m = f.table[0][f.n_expert + e];
+      if (f.nmat > 1) fq0 = f.table[1][e], fm0 = f.table[1][f.n_expert + e];
+    }
     x += static_cast<int64_t>(s / f.x_div) * N * v.cols;  // N rows per slot (x_div 1 when N > 1)
     y += static_cast<int64_t>(s) * N * v.rows;
   }

@@ -162,6 +162,16 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
     f.n_slots = fu.n_slots, f.n_expert = fu.n_expert, f.x_div = fu.x_div;
     f.routed_pdl = fu.routed_pdl;
     f.routed_pipe = fu.routed_pipe;
+    for (int i = 0; i < 2 && fu.extra[0]; ++i) {
+      const PackedWeight* X = fu.extra[i];
+      const PackedWeight& P = i == 0 ? W : *fu.more[0];
+      if (i == 1 && f.nmat < 2) break;
+      if (!X || !X->data || X->type != P.type || X->cols != P.cols || X->rows != P.rows ||
+          X->q_row_bytes != P.q_row_bytes || X->m_row_bytes != P.m_row_bytes)
+        throw Error("CUDA matvec: the extra expert differs from the stack's experts");
+      f.xq[i] = X->data;
+      f.xm[i] = X->data + X->m_offset;
+    }
   }
   f.pdl = W.pdl;
   f.pipe = W.pipe;

@@ -161,6 +161,11 @@ struct MatvecFusion {
   // few parts (the 35B-A3B's down: 16 of Q4_K), so the default loop has a lane's one load in
   // flight per round trip. The same bits (which lane takes which parts is unchanged).
   int routed_pipe = 0;
+  // The expert of id n_expert kept outside the tables (null: none; ids at or above n_expert
+  // are clamped below it): extra[0] for table[0], extra[1] for table[1], each of W's (more[0]'s)
+  // type, shape and row bytes. A streamed stack's shared expert (the cache rewrites the stack's
+  // table, so the shared expert cannot be appended to a copy of it as for resident stacks).
+  const PackedWeight* extra[2] = {nullptr, nullptr};
 };
 
 // matvec with the fusions of f in one launch; false (nothing launched) where this type and n

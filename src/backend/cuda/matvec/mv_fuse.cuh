@@ -42,6 +42,11 @@ struct MvFuse {
   const int32_t* ids = nullptr;
   const uint8_t* const* table[2] = {nullptr, nullptr};  // W, then more[0]
   int32_t n_expert = 0, x_div = 1, n_slots = 0;
+  // The expert of id n_expert outside the tables (xq[0] non-null): matrix i's quant plane xq[i],
+  // meta plane xm[i] (a streamed stack's shared expert, MatvecFusion::extra); else ids at or
+  // above n_expert are clamped to n_expert - 1.
+  const uint8_t* xq[2] = {nullptr, nullptr};
+  const uint8_t* xm[2] = {nullptr, nullptr};
   bool pdl = false;                    // host side: launched with programmatic dependent launch
   bool routed_pdl = false;             // host side: routed launches (ids) with PDL too (they wait before the ids)
   bool pipe = false;                   // host side: int8-x kernels with pipelined loads (launch.cuh Dp4aPipe)
