@@ -92,15 +92,15 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->check(CLI::Range(0, 64));
   app.add_option("--cuda-moe-pipe", f.cuda_moe_pipe,
                  "GPU MoE decode: the routed experts' matvecs (one row a slot) with their loads pipelined 2 or 4 "
-                 "steps ahead across row groups, two rows per warp (0, default: the format's loop; the same bits)")
+                 "steps ahead across row groups, two rows per warp (default 2; 0: the format's loop; the same bits)")
       ->check(CLI::IsMember({0, 2, 4}));
   app.add_option("--cuda-mv-short-pipe", f.cuda_mv_short_pipe,
                  "GPU one-row int8-x matvecs whose rows have at most 64 parts (2048 columns of Q4_K) with their loads "
-                 "pipelined 2 or 4 steps ahead, two rows per warp (0, default: the format's loop; the same bits)")
+                 "pipelined 2 or 4 steps ahead, two rows per warp (default 2; 0: the format's loop; the same bits)")
       ->check(CLI::IsMember({0, 2, 4}));
   app.add_flag("--cuda-moe-streamed-fused,!--no-cuda-moe-streamed-fused", f.cuda_moe_streamed_fused,
                "GPU MoE decode with streamed experts (expert cache): one row in the fused expert block, the routed "
-               "launches with --cuda-moe-pipe and PDL as over resident experts (default off; the same bits)");
+               "launches with --cuda-moe-pipe and PDL as over resident experts (default on; the same bits)");
   app.add_option("--expert-cache-mb", f.expert_cache_mb,
                  "--device cuda, MoE models: keep the routed experts in pinned host memory and a device cache of this "
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "

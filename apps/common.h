@@ -41,9 +41,9 @@ struct ModelFlags {
   bool cuda_l2_prefetch = false;     // --cuda-l2-prefetch / --no-cuda-l2-prefetch
   int64_t cuda_l2_prefetch_mb = 24;  // --cuda-l2-prefetch-mb
   int cuda_mv_blocks_per_sm = 0;     // --cuda-mv-blocks-per-sm
-  int cuda_moe_pipe = 0;             // --cuda-moe-pipe 0|2|4
-  int cuda_mv_short_pipe = 0;        // --cuda-mv-short-pipe 0|2|4
-  bool cuda_moe_streamed_fused = false;  // --cuda-moe-streamed-fused / --no-cuda-moe-streamed-fused
+  int cuda_moe_pipe = 2;             // --cuda-moe-pipe 0|2|4
+  int cuda_mv_short_pipe = 2;        // --cuda-mv-short-pipe 0|2|4
+  bool cuda_moe_streamed_fused = true;  // --cuda-moe-streamed-fused / --no-cuda-moe-streamed-fused
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)
   int64_t gpu_mem = 0;           // --gpu-mem BYTES (CUDA; 0: what is free)
   int64_t checkpoint_every = 0;  // recurrent-state checkpoint every N tokens (0: none)

@@ -65,13 +65,14 @@ struct EngineOptions {
   int64_t cuda_l2_prefetch_mb = 24;
   int cuda_mv_blocks_per_sm = 0;
   // CUDA n = 1 int8-x matvecs of short rows with their loads pipelined 2 or 4 steps ahead (0: off;
-  // same bits; helper moedec): the routed experts' launches (CudaOptions::moe_pipe) and the
+  // same bits; helper moedec; default 2 since stop 24, when the bit tests passed over every int8-x
+  // format): the routed experts' launches (CudaOptions::moe_pipe) and the
   // other matvecs whose rows have at most 64 parts (CudaOptions::mv_short_pipe).
-  int cuda_moe_pipe = 0;
-  int cuda_mv_short_pipe = 0;
+  int cuda_moe_pipe = 2;
+  int cuda_mv_short_pipe = 2;
   // CUDA streamed experts (expert cache) take the resident stacks' decode launches: the fused
   // expert block at one row, the routed launches with the pipe and PDL (CudaOptions::moe_streamed_fused).
-  bool cuda_moe_streamed_fused = false;
+  bool cuda_moe_streamed_fused = true;
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV
