@@ -70,6 +70,7 @@ struct EngineOptions {
   int cuda_moe_pipe = 0;
   int cuda_mv_short_pipe = 0;
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
+  std::string expert_source = "auto";  // CUDA, MoE models: BackendOptions::cuda_expert_source
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV
   // cache to any position and keep none). A session keeps one at the end of each prompt and
