@@ -56,7 +56,8 @@ cuda::CudaBackend& gpu_exact() {
   static cuda::CudaBackend b([] {
     cuda::CudaOptions o;
     o.int8_x = false;
-    o.gdn_prefill = EngineOptions{}.cuda_gdn_prefill;
+    static const EngineOptions defaults;
+    o.gdn_prefill = defaults.cuda_gdn_prefill;
     return o;
   }());
   return b;
