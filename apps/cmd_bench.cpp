@@ -63,6 +63,16 @@ struct CacheCounts {
   bool streamed = false;
   uint64_t hits = 0, misses = 0, bytes = 0, in_place = 0, replacements = 0, capacity = 0, host_bytes = 0;
   int64_t slots = 0;
+  // The file tier (--expert-source file).
+  bool from_file = false, direct = false;
+  uint64_t expert_bytes = 0, loads = 0, disk = 0, syncs = 0;
+  double read_s = 0, stall_s = 0;
+  void add_delta(const CacheCounts& a, const CacheCounts& b) {  // += b - a
+    hits += b.hits - a.hits, misses += b.misses - a.misses, bytes += b.bytes - a.bytes;
+    in_place += b.in_place - a.in_place, replacements += b.replacements - a.replacements;
+    loads += b.loads - a.loads, disk += b.disk - a.disk, syncs += b.syncs - a.syncs;
+    read_s += b.read_s - a.read_s, stall_s += b.stall_s - a.stall_s;
+  }
 };
 CacheCounts cache_counts(Backend& b) {
   CacheCounts c;
@@ -73,6 +83,8 @@ CacheCounts cache_counts(Backend& b) {
     c.hits = s.hits, c.misses = s.misses, c.bytes = s.bytes_uploaded, c.capacity = s.capacity_bytes;
     c.in_place = s.bytes_in_place, c.replacements = s.replacements;
     c.host_bytes = s.host_bytes, c.slots = s.slots;
+    c.from_file = s.from_file, c.direct = s.direct, c.expert_bytes = s.expert_bytes, c.loads = s.loads;
+    c.disk = s.bytes_from_disk, c.syncs = s.syncs, c.read_s = s.read_seconds, c.stall_s = s.stall_seconds;
   }
 #endif
   return c;
@@ -164,10 +176,7 @@ void register_bench(CLI::App& app) {
         if (r > 0) {
           tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
           tg_cpu.push_back(static_cast<double>(f->n_gen) / (cpu_seconds() - cpu0));
-          const CacheCounts c1 = cache_counts(backend);
-          tg_cache.hits += c1.hits - c0.hits, tg_cache.misses += c1.misses - c0.misses;
-          tg_cache.bytes += c1.bytes - c0.bytes;
-          tg_cache.in_place += c1.in_place - c0.in_place, tg_cache.replacements += c1.replacements - c0.replacements;
+          tg_cache.add_delta(c0, cache_counts(backend));
         }
       }
     }
@@ -221,7 +230,27 @@ void register_bench(CLI::App& app) {
                              {"decode_host_read_gb_per_second",
                               g.mean > 0 && tokens > 0 ? static_cast<double>(tg_cache.in_place) / tokens * g.mean / 1e9 : 0.0},
                              {"all_bytes_from_host", cc.in_place},
-                             {"all_replacements", cc.replacements}};
+                             {"all_replacements", cc.replacements},
+                             {"source", cc.from_file ? "file" : "host"}};
+      if (cc.from_file) {
+        // The file tier: misses read from the GGUF (ggml bytes), the reads' achieved GB/s
+        // (bytes over the wall time of the reading waves), the host's time stalled in the
+        // loads (reads, repacking, uploads) per token and as a share of the decode time.
+        const double sec = g.mean > 0 && tokens > 0 ? tokens / g.mean : 0.0;
+        out["expert_cache"].update({{"packed_expert_bytes", cc.expert_bytes},
+                                    {"direct_io", cc.direct},
+                                    {"all_loads", cc.loads},
+                                    {"all_bytes_from_disk", cc.disk},
+                                    {"all_read_seconds", cc.read_s},
+                                    {"all_stall_seconds", cc.stall_s},
+                                    {"decode_loads", tg_cache.loads},
+                                    {"decode_bytes_from_disk_per_token", tokens > 0 ? static_cast<double>(tg_cache.disk) / tokens : 0.0},
+                                    {"decode_disk_gb_per_second",
+                                     tg_cache.read_s > 0 ? static_cast<double>(tg_cache.disk) / tg_cache.read_s / 1e9 : 0.0},
+                                    {"decode_stall_ms_per_token", tokens > 0 ? 1000.0 * tg_cache.stall_s / tokens : 0.0},
+                                    {"decode_stall_share", sec > 0 ? tg_cache.stall_s / sec : 0.0},
+                                    {"decode_loading_syncs_per_token", tokens > 0 ? static_cast<double>(tg_cache.syncs) / tokens : 0.0}});
+      }
     }
     const double read_bw = device_read_bandwidth(backend);
     if (read_bw > 0) {
@@ -247,6 +276,16 @@ void register_bench(CLI::App& app) {
       if (sp.empty()) sp.push_back(pick(rng));
       out["spec"] = bench_spec(*engine, sp, f->n_gen, f->reps, f->spec, f->draft_accept);
     }
+    if (out.contains("expert_cache") && cc.from_file)  // the file tier's report, on stderr in both outputs
+      std::fprintf(stderr,
+                   "experts from the file (%s): %.2f MiB read per token at %.3f GB/s, %.1f ms stalled per token "
+                   "(%.1f %% of decode), hit rate %.3f\n",
+                   cc.direct ? "O_DIRECT" : "buffered",
+                   out["expert_cache"]["decode_bytes_from_disk_per_token"].get<double>() / (1 << 20),
+                   out["expert_cache"]["decode_disk_gb_per_second"].get<double>(),
+                   out["expert_cache"]["decode_stall_ms_per_token"].get<double>(),
+                   100.0 * out["expert_cache"]["decode_stall_share"].get<double>(),
+                   out["expert_cache"]["decode_hit_rate"].get<double>());
     if (f->output == "json") {
       std::printf("%s\n", out.dump(2).c_str());
     } else {

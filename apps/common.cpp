@@ -106,6 +106,12 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "many MiB (misses read from host memory in place); 0: all on the device; -1 (default): on the "
                  "device when the model fits in --gpu-mem, else a cache of what --gpu-mem leaves")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
+  app.add_option("--expert-source", f.expert_source,
+                 "--device cuda, streamed MoE experts: where a miss comes from. host: pinned host copies of every "
+                 "expert, read in place over the bus; file: no host copy, the step's missed experts read from the "
+                 "GGUF (O_DIRECT where the file system takes it) into cache slots (a sync per MoE layer, no CUDA "
+                 "graphs); auto (default): host when the file fits in host memory with a margin, else file")
+      ->check(CLI::IsMember({"auto", "host", "file"}));
   app.add_option("--gpu-mem", f.gpu_mem,
                  "--device cuda: device bytes this model may use (weights, KV cache, state, scratch, expert cache); "
                  "0 (default): what is free")
@@ -173,6 +179,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_mv_short_pipe = f.cuda_mv_short_pipe;
   o.cuda_moe_streamed_fused = f.cuda_moe_streamed_fused;
   o.expert_cache_mb = f.expert_cache_mb;
+  o.expert_source = f.expert_source;
   o.gpu_mem_bytes = f.gpu_mem;
   o.checkpoint_every = f.checkpoint_every;
   o.max_checkpoints = f.max_checkpoints;

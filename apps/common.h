@@ -45,6 +45,7 @@ struct ModelFlags {
   int cuda_mv_short_pipe = 2;        // --cuda-mv-short-pipe 0|2|4
   bool cuda_moe_streamed_fused = true;  // --cuda-moe-streamed-fused / --no-cuda-moe-streamed-fused
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)
+  std::string expert_source = "auto";  // --expert-source (CUDA, MoE models)
   int64_t gpu_mem = 0;           // --gpu-mem BYTES (CUDA; 0: what is free)
   int64_t checkpoint_every = 0;  // recurrent-state checkpoint every N tokens (0: none)
   int max_checkpoints = 4;

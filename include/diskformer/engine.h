@@ -74,6 +74,7 @@ struct EngineOptions {
   // expert block at one row, the routed launches with the pipe and PDL (CudaOptions::moe_streamed_fused).
   bool cuda_moe_streamed_fused = true;
   int64_t expert_cache_mb = -1;  // CUDA, MoE models: BackendOptions::cuda_expert_cache_mb
+  std::string expert_source = "auto";  // CUDA, MoE models: BackendOptions::cuda_expert_source
   int64_t gpu_mem_bytes = 0;     // CUDA: BackendOptions::cuda_gpu_mem_bytes
   // Checkpoints of recurrent state (hybrid models; pure-attention models rewind their KV
   // cache to any position and keep none). A session keeps one at the end of each prompt and

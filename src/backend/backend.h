@@ -168,6 +168,15 @@ class Backend {
   // Called once before a model's weights are loaded with the bytes they take (a device
   // backend checks that they fit and allocates them in one piece; the CPU backend maps them).
   virtual void reserve_weights(uint64_t bytes) {}
+  // Called before a model's weights are loaded for each file they come from: the weights'
+  // host pointers in [base, base + size) are that file's bytes at the same offsets (its
+  // mapping), so a backend may read them from the file instead (the CUDA backend's experts
+  // with --expert-source file).
+  virtual void weight_file(const std::string& path, const void* base, uint64_t size) {}
+  // Whether the engine should read every page of the mapped file once after loading (the
+  // CPU reads weights in place); false where the backend reads some weights from the file
+  // itself when it needs them (then a prefault would read them all for nothing).
+  virtual bool prefault_weights() const { return true; }
 
   // ---- execution mode ----
   // Row-exact mode (on by default): every op computes each row of a call of up to the

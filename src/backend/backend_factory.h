@@ -48,6 +48,9 @@ struct BackendOptions {
   // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a
   // device cache of what is free; 0: resident; > 0: in host memory, a cache of this many MiB.
   int64_t cuda_expert_cache_mb = -1;
+  // `cuda`: where streamed experts come from on a miss (CudaOptions::expert_source): "auto",
+  // "host" (pinned host copies read in place) or "file" (read from the GGUF into the cache).
+  std::string cuda_expert_source = "auto";
   // `cuda`: device bytes the model may use in all (0: what is free); with cuda_expert_cache_mb
   // -1, the routed experts stream when the weights do not fit in it, through a cache of the rest.
   int64_t cuda_gpu_mem_bytes = 0;

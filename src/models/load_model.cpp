@@ -16,6 +16,8 @@ std::unique_ptr<Model> load_model(const gguf::File& file, Backend& backend, cons
       for (const auto& t : f->tensors()) weight_bytes += (t.nbytes + 255) / 256 * 256;
   if (mtp_head && arch == "qwen3")
     throw Error("an MTP head file was given, but architecture 'qwen3' has no MTP head (qwen35 and qwen35moe do)");
+  for (const gguf::File* f : {&file, mtp_head})
+    if (f && !f->path().empty() && f->base()) backend.weight_file(f->path(), f->base(), f->file_size());
   backend.reserve_weights(weight_bytes);
   if (arch == "qwen3") return make_qwen3(file, backend);
   if (arch == "qwen35") return make_qwen35(file, backend, mtp_head);

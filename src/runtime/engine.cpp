@@ -71,14 +71,19 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_mv_short_pipe = opt.cuda_mv_short_pipe;
   bo.cuda_moe_streamed_fused = opt.cuda_moe_streamed_fused;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;
+  bo.cuda_expert_source = opt.expert_source;
   bo.cuda_gpu_mem_bytes = opt.gpu_mem_bytes;
   e->backend_ = make_backend(bo);
   if (e->opt_.prefill_chunk <= 0) e->opt_.prefill_chunk = e->backend_->default_prefill_chunk();
   e->model_ = load_model(*e->file_, *e->backend_, e->head_file_.get());
   if (e->model_->info().n_vocab < e->tokenizer_->n_vocab())
     throw Error("the output head has fewer rows than the tokenizer has tokens");
-  if (e->head_file_) prefault(*e->head_file_, {});
-  prefault(*e->file_, opt.on_progress);
+  if (e->backend_->prefault_weights()) {
+    if (e->head_file_) prefault(*e->head_file_, {});
+    prefault(*e->file_, opt.on_progress);
+  } else if (opt.on_progress) {
+    opt.on_progress(1.0);
+  }
   return e;
 }
 

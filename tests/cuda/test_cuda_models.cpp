@@ -56,7 +56,8 @@ cuda::CudaBackend& gpu_exact() {
   static cuda::CudaBackend b([] {
     cuda::CudaOptions o;
     o.int8_x = false;
-    o.gdn_prefill = EngineOptions{}.cuda_gdn_prefill;
+    static const EngineOptions defaults;
+    o.gdn_prefill = defaults.cuda_gdn_prefill;
     return o;
   }());
   return b;
@@ -370,6 +371,75 @@ TEST(CudaExpertCache, SmallCacheGivesTheResidentBits) {
   EXPECT_EQ(f.hits + f.misses, s.hits + s.misses);
   EXPECT_GT(f.misses, 144u);
   EXPECT_EQ(f.bytes_in_place, f.misses * 36864u);
+}
+
+// The file tier (CudaOptions::expert_source file): no host copy of the experts; each call's
+// missed experts read from the GGUF (O_DIRECT where /tmp takes it) into a cache of 40 of the
+// 144 experts, so most lookups miss. The same packed bytes in the slots give the bits of the
+// all-resident run: prefill in chunks (a 35-row call routes to all 16 experts of its gate and
+// up stacks: 32 slots, the block's prefetch of 48 skipped) and decode (eager: no graphs), and
+// so the same greedy tokens. A cache smaller than one call's experts is a clear error.
+TEST(CudaExpertCache, FileTierGivesTheResidentBits) {
+  DF_REQUIRE_GPU();
+  const std::string path = make_model("moe_cache", "--arch qwen35moe --layers 3 --dim 256 --ff 512 --heads 4 --kv-heads 2 "
+                                                   "--head-dim 64 --experts 16 --experts-used 4 --expert-ff 256 "
+                                                   "--shexp-ff 256 --type q4_k");
+  cuda::CudaOptions o;
+  o.expert_cache_bytes = 40 * 36864;
+  o.expert_source = cuda::ExpertSource::file;
+  cuda::CudaBackend small(o);
+  Loaded resident = load(path, *gpu());
+  Loaded streamed = load(path, small);
+  ASSERT_TRUE(small.experts_streamed());
+  EXPECT_FALSE(small.prefault_weights());  // the experts are not read at load
+  const int64_t V = resident.model->info().n_vocab, T = 40;
+  const auto tokens = random_tokens(T, V, 9);
+  EXPECT_EQ(logits_by_chunks(*resident.model, tokens, {5, 35}), logits_by_chunks(*streamed.model, tokens, {5, 35}));
+  const std::vector<int64_t> ones(T, 1);
+  EXPECT_EQ(logits_by_chunks(*resident.model, tokens, ones), logits_by_chunks(*streamed.model, tokens, ones));
+  {  // greedy, 24 steps from each backend's own choices
+    StateOptions so;
+    so.n_ctx = 64;
+    so.max_chunk = 16;
+    auto sr = resident.model->new_state(so), sf = streamed.model->new_state(so);
+    std::vector<float> lr(static_cast<size_t>(V)), lf(static_cast<size_t>(V));
+    int32_t tr = tokens[0], tf = tokens[0];
+    for (int64_t p = 0; p < 24; ++p) {
+      gpu()->download(resident.model->forward(*sr, Batch::sequence(&tr, 1, p, false)).logits, lr.data(), lr.size() * 4);
+      small.download(streamed.model->forward(*sf, Batch::sequence(&tf, 1, p, false)).logits, lf.data(), lf.size() * 4);
+      tr = static_cast<int32_t>(std::max_element(lr.begin(), lr.end()) - lr.begin());
+      tf = static_cast<int32_t>(std::max_element(lf.begin(), lf.end()) - lf.begin());
+      ASSERT_EQ(tr, tf) << "greedy step " << p;
+    }
+  }
+  const cuda::ExpertCacheStats s = small.expert_cache_stats();
+  std::printf("file tier (%s): %lld slots, hits %llu, misses %llu, %llu loads, %llu bytes from disk in %.3f s, "
+              "stalled %.3f s over %llu loading calls\n",
+              s.direct ? "O_DIRECT" : "buffered", static_cast<long long>(s.slots), static_cast<unsigned long long>(s.hits),
+              static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.loads),
+              static_cast<unsigned long long>(s.bytes_from_disk), s.read_seconds, s.stall_seconds,
+              static_cast<unsigned long long>(s.syncs));
+  EXPECT_TRUE(s.from_file);
+  EXPECT_EQ(s.slots, 40);
+  EXPECT_EQ(s.host_bytes, 0u);
+  EXPECT_EQ(s.expert_bytes, 144u * 36864u);
+  EXPECT_GT(s.misses, 144u);
+  EXPECT_GT(s.hits, 0u);
+  EXPECT_GE(s.loads, s.misses);  // prefetched experts count as misses at their first lookup
+  EXPECT_EQ(s.bytes_from_disk, s.loads * 36864u);  // Q4_K 256 x 256: 36864 bytes in the file and packed
+  EXPECT_EQ(s.bytes_from_memory, 0u);
+
+  cuda::CudaOptions tiny = o;
+  tiny.expert_cache_bytes = 8 * 36864;  // 8 slots: fewer than the 32 gate/up experts of a 35-row call
+  cuda::CudaBackend tb(tiny);
+  Loaded t = load(path, tb);
+  auto st = t.model->new_state(StateOptions{});
+  try {
+    t.model->forward(*st, Batch::sequence(tokens.data(), 35, 0, true));
+    ADD_FAILURE() << "a cache of 8 experts ran a 35-row call routing to 32";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("raise --expert-cache-mb"), std::string::npos) << e.what();
+  }
 }
 
 // -log softmax(row)[target], in double (cmd_perplexity's formula).

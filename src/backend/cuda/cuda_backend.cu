@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend_factory.h"
+#include "backend/range_reader.h"
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
@@ -162,6 +164,32 @@ void CudaBackend::reserve_weights(uint64_t bytes) {
   if (!streamed_) ctx_->reserve_weights(bytes);
 }
 
+void CudaBackend::weight_file(const std::string& path, const void* base, uint64_t size) {
+  weight_files_.push_back(WeightFile{path, static_cast<const uint8_t*>(base), size, nullptr});
+}
+
+bool CudaBackend::prefault_weights() const { return !(experts_ && experts_->from_file()); }
+
+// ExpertSource::automatic: the file tier when the model files (an upper bound on the packed
+// experts' bytes, which the host tier pins) plus max(4 GiB, 1/10 of the RAM) exceed what
+// the kernel reports available.
+bool CudaBackend::experts_from_file() const {
+  if (opt_.expert_source != ExpertSource::automatic) return opt_.expert_source == ExpertSource::file;
+  uint64_t files = 0;
+  for (const WeightFile& f : weight_files_) files += f.size;
+  if (files == 0) return false;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0, total = 0, avail = 0;
+  while (in >> key >> kb) {
+    if (key == "MemTotal:") total = kb << 10;
+    if (key == "MemAvailable:") avail = kb << 10;
+    in.ignore(64, '\n');
+  }
+  if (avail == 0) return false;
+  return files + std::max<uint64_t>(4ull << 30, total / 10) > avail;
+}
+
 Tensor CudaBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) {
   if (!streamed_) {
     const Tensor t = weight(type, cols, rows * n_expert, host);
@@ -174,8 +202,21 @@ Tensor CudaBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int6
   if (!experts_)
     experts_ = std::make_unique<ExpertCache>(
         *ctx_, static_cast<uint64_t>(std::max<int64_t>(opt_.expert_cache_bytes, 0)),
-        opt_.gpu_mem_bytes > 0 ? 512ull << 20 : 1ull << 30, static_cast<uint64_t>(opt_.gpu_mem_bytes), free_at_start_);
-  const ExpertStack* s = experts_->add_stack(type, cols, rows, n_expert, host);
+        opt_.gpu_mem_bytes > 0 ? 512ull << 20 : 1ull << 30, static_cast<uint64_t>(opt_.gpu_mem_bytes), free_at_start_,
+        experts_from_file());
+  // File tier: the stack's offset in the file its host pointer maps (read with O_DIRECT).
+  const RangeReader* reader = nullptr;
+  uint64_t offset = 0;
+  if (experts_->from_file()) {
+    const auto* p = static_cast<const uint8_t*>(host);
+    for (WeightFile& f : weight_files_)
+      if (p >= f.base && p < f.base + f.size) {
+        if (!f.reader) f.reader = std::make_shared<RangeReader>(f.path, true);
+        reader = f.reader.get();
+        offset = static_cast<uint64_t>(p - f.base);
+      }
+  }
+  const ExpertStack* s = experts_->add_stack(type, cols, rows, n_expert, host, reader, offset);
   ensure_iota(rows);
   Tensor t;
   t.type = type;
@@ -576,8 +617,8 @@ void CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
 
 std::unique_ptr<OpGraph> CudaBackend::record(const std::function<void()>& ops) {
   ctx_->make_current();
-  if (prof_) {  // profiling: every step op by op
-    ops();
+  if (prof_ || (experts_ && experts_->from_file())) {  // profiling: every step op by op; the file
+    ops();                                             // tier syncs at every MoE layer
     return nullptr;
   }
   cuda_check(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
@@ -690,6 +731,10 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.moe_streamed_fused = opt.cuda_moe_streamed_fused;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;
+  if (opt.cuda_expert_source == "auto") o.expert_source = ExpertSource::automatic;
+  else if (opt.cuda_expert_source == "host") o.expert_source = ExpertSource::host;
+  else if (opt.cuda_expert_source == "file") o.expert_source = ExpertSource::file;
+  else throw Error("cuda: --expert-source must be auto, host or file, not '" + opt.cuda_expert_source + "'");
   return std::make_unique<CudaBackend>(o);
 }
 

@@ -17,11 +17,16 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+
+namespace df {
+class RangeReader;
+}
 
 namespace df::cudamv {
 struct PackedWeight;
@@ -36,6 +41,13 @@ struct ExpertCacheStats;
 struct ExpertStack;
 struct MoeBuffers;
 struct PackedWeights;
+
+// Where a streamed expert comes from when the device cache misses it (CudaOptions::expert_source).
+enum class ExpertSource {
+  automatic,  // host when the model file fits in host memory with a margin, else file
+  host,       // every expert repacked at load into pinned, device-mapped host memory, read in place
+  file,       // no host copy: a step's missed experts read from the GGUF into cache slots
+};
 
 struct CudaOptions {
   int device = 0;
@@ -66,6 +78,12 @@ struct CudaOptions {
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.
   int64_t expert_cache_bytes = -1;
+  // Streamed experts' second tier (expert_cache.h): pinned host copies (host), or the model
+  // file itself (file: the routed ids read on the host at each MoE layer, one sync, the layer's
+  // missed experts read with O_DIRECT and repacked into cache slots before its expert
+  // products; decode steps then run eagerly, without CUDA graphs). automatic: host when the
+  // file (an upper bound on the experts' bytes) plus a margin fits in MemAvailable, else file.
+  ExpertSource expert_source = ExpertSource::automatic;
   // Device bytes this backend may use in all (0: what is free at construction). With
   // expert_cache_bytes -1: experts stream when the weights (+ 1 GiB) exceed it, and the cache
   // gets what it leaves once the dense weights, KV caches and state are allocated (less 512 MiB
@@ -164,6 +182,8 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<Buffer> alloc(size_t bytes) override;
   void reserve_weights(uint64_t bytes) override;
+  void weight_file(const std::string& path, const void* base, uint64_t size) override;
+  bool prefault_weights() const override;
   Tensor weight(GgmlType type, int64_t cols, int64_t rows, const void* host) override;
   Tensor weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) override;
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
@@ -278,6 +298,18 @@ class CudaBackend final : public Backend {
                   int64_t y_stride);
   void ensure_iota(int64_t rows);
   const int32_t* host_ids(const Tensor& ids);  // the routed ids, downloaded once per routing
+  // File tier (ExpertSource::file): the experts of `stacks` that `ids` route to brought into
+  // cache slots before the launches that read them (the ids downloaded: a sync). lookup false:
+  // a prefetch of a whole MoE block's stacks (skipped where they do not fit together).
+  void bring_experts(std::initializer_list<const Tensor*> stacks, const Tensor& ids, bool lookup);
+  struct WeightFile {
+    std::string path;
+    const uint8_t* base = nullptr;
+    uint64_t size = 0;
+    std::shared_ptr<RangeReader> reader;  // opened for the first streamed stack in it
+  };
+  bool experts_from_file() const;  // CudaOptions::expert_source, automatic resolved
+  std::vector<WeightFile> weight_files_;  // weight_file(): where stacks' host pointers come from
   void check_matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) const;
   // The device table of a stack's experts; *stack: its streamed stack, or null when resident.
   const uint8_t* const* expert_table(const Tensor& W, int64_t n_expert, const ExpertStack** stack);

@@ -9,6 +9,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/matvec/layout.cuh"
+#include "backend/range_reader.h"
 
 namespace df::cuda {
 namespace {
@@ -40,8 +41,10 @@ __global__ void count_kernel(const int32_t* ids, int64_t n_slots, const uint8_t*
 }  // namespace
 
 ExpertCache::ExpertCache(const CudaContext& ctx, uint64_t capacity_bytes, uint64_t margin, uint64_t budget,
-                         uint64_t free_at_start)
-    : ctx_(ctx), want_bytes_(capacity_bytes), margin_(margin), budget_(budget), free_at_start_(free_at_start) {
+                         uint64_t free_at_start, bool from_file)
+    : ctx_(ctx), from_file_(from_file), want_bytes_(capacity_bytes), margin_(margin), budget_(budget),
+      free_at_start_(free_at_start) {
+  st_.from_file = from_file;
   ctx_.make_current();
   cuda_check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreate(expert copies)");
   cuda_check(cudaEventCreateWithFlags(&evicted_, cudaEventDisableTiming), "cudaEventCreate");
@@ -54,13 +57,21 @@ ExpertCache::~ExpertCache() {
   cudaSetDevice(ctx_.device());
   cudaStreamSynchronize(copy_);
   cudaStreamSynchronize(ctx_.stream());
+  readers_.reset();
   for (Slot& s : slots_) cudaEventDestroy(s.ready);
+  for (cudaEvent_t e : stage_done_)
+    if (e) cudaEventDestroy(e);
+  if (upd_done_) cudaEventDestroy(upd_done_);
+  if (loaded_) cudaEventDestroy(loaded_);
+  if (stage_) cudaFreeHost(stage_);
+  if (upd_host_) cudaFreeHost(upd_host_);
+  if (upd_dev_) cudaFree(upd_dev_);
   cudaEventDestroy(evicted_);
   cudaEventDestroy(counts_ready_);
   if (dev_) cudaFree(dev_);
   cudaFree(dev_stats_);
   for (auto& s : stacks_) {
-    cudaFreeHost(s->host);
+    if (s->host) cudaFreeHost(s->host);
     cudaFreeHost(s->uses_host);
     cudaFree(s->table);
     cudaFree(s->uses);
@@ -69,7 +80,7 @@ ExpertCache::~ExpertCache() {
 }
 
 const ExpertStack* ExpertCache::add_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert,
-                                          const void* host_blocks) {
+                                          const void* host_blocks, const RangeReader* file, uint64_t file_offset) {
   const cudamv::Layout l = cudamv::layout_of(type, cols);
   if (dev_ && (l.q_row_bytes + l.m_row_bytes) * static_cast<size_t>(rows) > slot_bytes_)
     throw Error("cuda expert cache: a stack of larger experts than its slots was added after the cache was first used");
@@ -80,37 +91,46 @@ const ExpertStack* ExpertCache::add_stack(GgmlType type, int64_t cols, int64_t r
   s->id = static_cast<int>(stacks_.size());
   s->count0 = n_counts_;
   const size_t total = s->expert_bytes * static_cast<size_t>(n_expert);
+  s->src_bytes = row_bytes(type, cols) * static_cast<size_t>(rows);
   ctx_.make_current();
-  void* p = nullptr;
-  if (cudaHostAlloc(&p, total, cudaHostAllocMapped) != cudaSuccess) {
-    cudaGetLastError();
-    throw Error("cuda expert cache: cannot pin " + std::to_string(total) + " bytes (" + gib(total) +
-                ") of host memory for the experts");
-  }
-  s->host = static_cast<uint8_t*>(p);
-  void* d = nullptr;
-  cuda_check(cudaHostGetDevicePointer(&d, p, 0), "cudaHostGetDevicePointer(experts)");
-  s->host_dev = static_cast<uint8_t*>(d);
-  const size_t src_expert = row_bytes(type, cols) * static_cast<size_t>(rows);
-  const auto* src = static_cast<const uint8_t*>(host_blocks);
-  {  // on up to 16 host threads over the experts (loading is otherwise bound by one core)
-    const int threads = static_cast<int>(
-        std::min<int64_t>(n_expert, std::min(16u, std::max(1u, std::thread::hardware_concurrency()))));
-    std::vector<std::thread> pool;
-    for (int i = 0; i < threads; ++i)
-      pool.emplace_back([&, i] {
-        for (int64_t e = i; e < n_expert; e += threads)
-          cudamv::pack_rows(type, cols, rows, src + src_expert * static_cast<size_t>(e), l,
-                            s->host + s->expert_bytes * static_cast<size_t>(e));
-      });
-    for (auto& th : pool) th.join();
-  }
-  // Every expert starts in host memory.
-  std::vector<const uint8_t*> t(static_cast<size_t>(2 * n_expert));
-  for (int64_t e = 0; e < n_expert; ++e) {
-    const uint8_t* q = s->host_dev + s->expert_bytes * static_cast<size_t>(e);
-    t[static_cast<size_t>(e)] = q;
-    t[static_cast<size_t>(n_expert + e)] = q + s->q_row_bytes * static_cast<size_t>(rows);
+  std::vector<const uint8_t*> t(static_cast<size_t>(2 * n_expert), nullptr);
+  if (from_file_) {  // nothing read now: every expert starts nowhere (null table entries)
+    s->file = file, s->file_offset = file_offset;
+    s->src = file ? nullptr : static_cast<const uint8_t*>(host_blocks);
+    s->host_dev = dev_;
+    st_.expert_bytes += total;
+  } else {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, total, cudaHostAllocMapped) != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("cuda expert cache: cannot pin " + std::to_string(total) + " bytes (" + gib(total) +
+                  ") of host memory for the experts");
+    }
+    s->host = static_cast<uint8_t*>(p);
+    void* d = nullptr;
+    cuda_check(cudaHostGetDevicePointer(&d, p, 0), "cudaHostGetDevicePointer(experts)");
+    s->host_dev = static_cast<uint8_t*>(d);
+    const size_t src_expert = row_bytes(type, cols) * static_cast<size_t>(rows);
+    const auto* src = static_cast<const uint8_t*>(host_blocks);
+    {  // on up to 16 host threads over the experts (loading is otherwise bound by one core)
+      const int threads = static_cast<int>(
+          std::min<int64_t>(n_expert, std::min(16u, std::max(1u, std::thread::hardware_concurrency()))));
+      std::vector<std::thread> pool;
+      for (int i = 0; i < threads; ++i)
+        pool.emplace_back([&, i] {
+          for (int64_t e = i; e < n_expert; e += threads)
+            cudamv::pack_rows(type, cols, rows, src + src_expert * static_cast<size_t>(e), l,
+                              s->host + s->expert_bytes * static_cast<size_t>(e));
+        });
+      for (auto& th : pool) th.join();
+    }
+    // Every expert starts in host memory.
+    for (int64_t e = 0; e < n_expert; ++e) {
+      const uint8_t* q = s->host_dev + s->expert_bytes * static_cast<size_t>(e);
+      t[static_cast<size_t>(e)] = q;
+      t[static_cast<size_t>(n_expert + e)] = q + s->q_row_bytes * static_cast<size_t>(rows);
+    }
+    st_.host_bytes += total;
   }
   cuda_check(cudaMalloc(reinterpret_cast<void**>(&s->table), t.size() * sizeof(void*)), "cudaMalloc(expert table)");
   cuda_check(cudaMemcpy(s->table, t.data(), t.size() * sizeof(void*), cudaMemcpyHostToDevice), "upload of an expert table");
@@ -124,7 +144,8 @@ const ExpertStack* ExpertCache::add_stack(GgmlType type, int64_t cols, int64_t r
   n_counts_ += n_expert;
   last_counts_.resize(static_cast<size_t>(n_counts_), 0);
   score_.resize(static_cast<size_t>(n_counts_), 0.0f);
-  st_.host_bytes += total;
+  last_round_.resize(static_cast<size_t>(n_counts_), 0);
+  fresh_.resize(static_cast<size_t>(n_counts_), 0);
   ++st_.stacks;
   slot_bytes_ = std::max(slot_bytes_, (s->expert_bytes + 255) / 256 * 256);
   slot_of_.emplace_back(static_cast<size_t>(n_expert), -1);
@@ -168,11 +189,16 @@ void ExpertCache::allocate() {
   for (Slot& s : slots_) cuda_check(cudaEventCreateWithFlags(&s.ready, cudaEventDisableTiming), "cudaEventCreate");
   st_.capacity_bytes = slot_bytes_ * static_cast<uint64_t>(n);
   st_.slots = n;
+  if (from_file_) {
+    for (auto& s : stacks_) s->host_dev = dev_;
+    pin_.assign(static_cast<size_t>(n), 0);
+  }
 }
 
 void ExpertCache::ensure_ready() {
   if (dev_) return;
   allocate();
+  if (from_file_) return;  // filled on demand
   // First placement: experts 0, 1, ... of every stack in turn.
   int slot = 0;
   const int n = static_cast<int>(slots_.size());
@@ -208,17 +234,20 @@ void ExpertCache::refresh_landed() {
 
 const uint8_t* ExpertCache::planes(const ExpertStack& s, int64_t e, bool* resident) const {
   const int slot = slot_of_[static_cast<size_t>(s.id)][static_cast<size_t>(e)];
+  if (from_file_ && slot < 0) throw Error("cuda expert cache: an expert not brought into the cache (file tier) was read");
   *resident = slot >= 0 && slots_[static_cast<size_t>(slot)].landed;
   return *resident ? dev_ + slot_bytes_ * static_cast<size_t>(slot) : s.host_dev + s.expert_bytes * static_cast<size_t>(e);
 }
 
 void ExpertCache::count(const ExpertStack& s, const int32_t* ids, int64_t n_slots, cudaStream_t compute) {
+  if (from_file_) return;  // acquire() counts
   count_kernel<<<1, 128, 0, compute>>>(ids, n_slots, s.table, s.n_expert, s.uses, dev_stats_, dev_,
                                        dev_ + slot_bytes_ * slots_.size(), s.expert_bytes);
   launch_check("expert counts");
 }
 
 void ExpertCache::count_host(const ExpertStack& s, bool resident) {
+  if (from_file_) return;  // acquire() counts
   if (resident) {
     ++host_hits_;
   } else {
@@ -228,7 +257,7 @@ void ExpertCache::count_host(const ExpertStack& s, bool resident) {
 }
 
 void ExpertCache::maintain() {
-  if (!dev_ || ++calls_ % kReplaceEvery != 0) return;
+  if (from_file_ || !dev_ || ++calls_ % kReplaceEvery != 0) return;
   refresh_landed();
   if (!counts_pending_) {
     for (const auto& s : stacks_)
@@ -304,7 +333,11 @@ void ExpertCache::process_counts() {
 ExpertCacheStats ExpertCache::stats() {
   ExpertCacheStats s = st_;
   s.hits += host_hits_, s.misses += host_misses_, s.bytes_in_place += host_bytes_in_place_;
-  if (dev_stats_) {
+  bool any = false, all_direct = true;
+  for (const auto& k : stacks_)
+    if (k->file) any = true, all_direct = all_direct && k->file->direct();
+  s.direct = any && all_direct;
+  if (dev_stats_ && !from_file_) {
     ctx_.make_current();
     unsigned long long d[3] = {0, 0, 0};
     cuda_check(cudaMemcpyAsync(d, dev_stats_, sizeof d, cudaMemcpyDeviceToHost, ctx_.stream()), "download of the cache stats");
@@ -316,6 +349,8 @@ ExpertCacheStats ExpertCache::stats() {
 
 void ExpertCache::reset_stats() {
   st_.bytes_uploaded = st_.replacements = 0;
+  st_.loads = st_.bytes_from_disk = st_.bytes_from_memory = st_.acquires = st_.syncs = 0;
+  st_.read_seconds = st_.stall_seconds = 0;
   host_hits_ = host_misses_ = host_bytes_in_place_ = 0;
   if (dev_stats_) {
     ctx_.make_current();

@@ -23,6 +23,23 @@
 // copy stream waits for that, uploads the new expert into the slot, then writes its table
 // entries. Kernels running meanwhile read either copy: both hold the same bytes. The compute
 // stream never waits for a copy.
+//
+// File tier (the cache made with from_file; CudaOptions::expert_source): no host copy. A
+// stack keeps where its ggml blocks lie in the model file; an expert is either in a slot or
+// nowhere (its table entries null). Before a launch reads a stack, acquire() gets the routed
+// ids on the host (the backend downloads them: one sync per MoE layer; decode steps run
+// eagerly, no graphs) and brings every expert the call routes to into a slot: slots not
+// pinned by the call are taken empty ones first, then by the lowest score (the same
+// least-frequently-used-with-decay score: per stack, score = 3/4 * score per call of that
+// stack + 1 per use; ties to the least recently used). The missed experts are read by a pool
+// of reader threads (pread, O_DIRECT where the file system takes it, into aligned buffers),
+// repacked on the host into pinned staging (matvec/'s layout), and uploaded on the copy
+// stream once every kernel queued before has run (the victims may still be read); the table
+// entries are written after them and the compute stream waits for that. Reads of one call
+// overlap each other (kReaders threads) and the uploads of the previous wave (waves of
+// kWave experts, two sets of staging). A call whose experts outnumber the slots is a
+// df::Error naming the bytes needed. The same packed bytes as the host tier's, so the same
+// bits: greedy output equals the resident run's for any cache size.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -33,6 +50,10 @@
 
 #include "quant/types.h"
 
+namespace df {
+class RangeReader;
+}
+
 namespace df::cuda {
 
 class CudaContext;
@@ -42,8 +63,17 @@ struct ExpertStack {
   int64_t cols = 0, rows = 0, n_expert = 0;   // each expert: [rows, cols]
   size_t q_row_bytes = 0, m_row_bytes = 0;    // the packed layout of one expert (matvec/)
   size_t expert_bytes = 0;                    // packed bytes of one expert
-  uint8_t* host = nullptr;                    // pinned, mapped: n_expert * expert_bytes
-  uint8_t* host_dev = nullptr;                // the same memory's device address
+  uint8_t* host = nullptr;                    // pinned, mapped: n_expert * expert_bytes (host tier)
+  uint8_t* host_dev = nullptr;                // the same memory's device address (file tier: the
+                                              // slots' base, a non-null geometry address never read)
+  // File tier: expert e's ggml blocks are src_bytes at file offset file_offset + e * src_bytes
+  // of `file`, or (a stack from memory that is no registered file) at src + e * src_bytes.
+  size_t src_bytes = 0;
+  const RangeReader* file = nullptr;
+  uint64_t file_offset = 0;
+  const uint8_t* src = nullptr;
+  int64_t round = 0;                          // file tier: routings looked up in this stack so far
+  uint64_t counted_routing = 0;               // file tier: the last one
   const uint8_t** table = nullptr;            // device: 2 * n_expert plane pointers
   uint32_t* uses = nullptr;                   // device: lookups per expert (cumulative)
   uint32_t* uses_host = nullptr;              // pinned: their last download
@@ -60,6 +90,16 @@ struct ExpertCacheStats {
   int64_t slots = 0;                   // experts it holds
   uint64_t host_bytes = 0;             // pinned bytes of every streamed stack
   int64_t stacks = 0;
+  // File tier.
+  bool from_file = false;
+  bool direct = false;                 // reads bypassed the page cache (O_DIRECT)
+  uint64_t expert_bytes = 0;           // packed bytes of every streamed stack (none on the host)
+  uint64_t loads = 0;                  // experts read into a slot
+  uint64_t bytes_from_disk = 0;        // ggml bytes of them read from the file
+  uint64_t bytes_from_memory = 0;      // ggml bytes of them copied from a mapping (no file)
+  double read_seconds = 0;             // wall time of the reading waves (reads and repacking)
+  double stall_seconds = 0;            // host time in acquire() (reads, repacking, uploads)
+  uint64_t acquires = 0, syncs = 0;    // calls that needed experts; calls that read any
 };
 
 class ExpertCache {
@@ -67,15 +107,27 @@ class ExpertCache {
   // capacity_bytes: the device bytes for slots; 0: at first use, what is free less `margin`, or
   // with a budget (> 0), the budget less what the backend took since it had free_at_start
   // free, less `margin` (at most what is free less 256 MiB).
+  // from_file: the file tier (above).
   ExpertCache(const CudaContext& ctx, uint64_t capacity_bytes, uint64_t margin, uint64_t budget = 0,
-              uint64_t free_at_start = 0);
+              uint64_t free_at_start = 0, bool from_file = false);
   ~ExpertCache();
   ExpertCache(const ExpertCache&) = delete;
   ExpertCache& operator=(const ExpertCache&) = delete;
 
   // Repacks a stack of n_expert [rows, cols] matrices of ggml blocks into pinned memory (a
   // stack added after the first use is placed from the next round of replacements on).
-  const ExpertStack* add_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host_blocks);
+  // File tier: file (null: read host_blocks, a mapping) and the stack's offset in it; nothing
+  // is read at load.
+  const ExpertStack* add_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host_blocks,
+                               const RangeReader* file = nullptr, uint64_t file_offset = 0);
+  bool from_file() const { return from_file_; }
+  // File tier: brings the experts ids[0 .. n) (entries < 0 skipped) of each stack into slots
+  // and makes the compute stream wait for them (see above). lookup: counts hits and misses
+  // and the stacks' rounds, once per `routing` (a serial of the ids' download; 0: always);
+  // false (a prefetch): returns false, loading nothing, when they do not fit in the slots
+  // together (lookup: a df::Error). Not inside a graph capture. The host tier: returns true.
+  bool acquire(const ExpertStack* const* stacks, int n_stacks, const int32_t* ids, int64_t n, bool lookup,
+               uint64_t routing = 0);
   // The stack whose key (Tensor::data of weight_stack) is `key`, or null.
   const ExpertStack* find(const void* key) const;
 
@@ -99,6 +151,8 @@ class ExpertCache {
   void reset_stats();
 
   static constexpr int kReplaceEvery = 4;
+  static constexpr int kReaders = 16;  // file tier: reader threads (queue depth of the reads)
+  static constexpr int kWave = 32;     // file tier: experts per wave of reads
   static constexpr int kMaxSwapShare = 128;  // at most slots / 128 (and >= 1) replacements a round
 
  private:
@@ -112,7 +166,15 @@ class ExpertCache {
   void place(int slot, int stack, int64_t e);  // queue the upload of (stack, e) into slot
   void refresh_landed();
   void process_counts();
+  struct Load {
+    int stack = 0;
+    int64_t expert = 0;
+    int slot = 0;
+  };
+  void load_wave(const std::vector<Load>& wave, size_t first, size_t count, int set);
+  void start_readers();
   const CudaContext& ctx_;
+  bool from_file_ = false;
   uint64_t want_bytes_, margin_, budget_, free_at_start_;
   std::vector<std::unique_ptr<ExpertStack>> stacks_;
   std::unordered_map<const void*, const ExpertStack*> by_key_;
@@ -132,6 +194,26 @@ class ExpertCache {
   cudaEvent_t evicted_ = nullptr;
   cudaStream_t copy_ = nullptr;
   ExpertCacheStats st_;
+  // File tier.
+  std::vector<int64_t> last_round_;        // per expert (global index): its last lookup's round
+  std::vector<uint64_t> pin_;              // per slot: the acquire() that needs it
+  std::vector<uint64_t> seen_;             // per expert: the acquire() that listed it
+  uint64_t serial_ = 0;
+  std::vector<uint8_t> fresh_;             // per expert: loaded by a prefetch, not yet looked up
+  uint8_t* stage_ = nullptr;               // pinned: 2 sets of kWave packed experts
+  cudaEvent_t stage_done_[2] = {nullptr, nullptr};
+  bool stage_pending_[2] = {false, false};
+  void* upd_host_ = nullptr;               // pinned: table writes (entry address, value)
+  void* upd_dev_ = nullptr;
+  size_t upd_cap_ = 0;                     // pairs
+  cudaEvent_t upd_done_ = nullptr;
+  bool upd_pending_ = false;
+  cudaEvent_t loaded_ = nullptr;
+  struct Readers;                          // the reader pool (expert_file_tier.cu)
+  struct DropReaders {
+    void operator()(Readers* r) const;
+  };
+  std::unique_ptr<Readers, DropReaders> readers_;
 };
 
 }  // namespace df::cuda

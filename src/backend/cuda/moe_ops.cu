@@ -162,6 +162,19 @@ const uint8_t* const* CudaBackend::expert_table(const Tensor& W, int64_t n_exper
   return it->second;
 }
 
+void CudaBackend::bring_experts(std::initializer_list<const Tensor*> stacks, const Tensor& ids, bool lookup) {
+  if (!experts_ || !experts_->from_file()) return;
+  const ExpertStack* S[4];
+  int n = 0;
+  for (const Tensor* t : stacks)
+    if (const ExpertStack* s = experts_->find(t->data); s && n < 4) S[n++] = s;
+  if (n == 0) return;
+  check(ids.type == GgmlType::I32 && ids.stride == static_cast<size_t>(ids.cols) * sizeof(int32_t),
+        "matmul_id: ids must be dense i32");
+  const int32_t* id = host_ids(ids);  // a sync, once per routing
+  experts_->acquire(S, n, id, ids.rows * ids.cols, lookup, moe_->downloads);
+}
+
 // One expert's geometry (its data pointer is never read: the table gives the planes).
 void CudaBackend::expert_geometry(cudamv::PackedWeight& p, const ExpertStack* S, const Tensor& W, int64_t m) const {
   p.type = W.type, p.cols = W.cols, p.rows = m;
@@ -346,6 +359,7 @@ void CudaBackend::matmul_id_swiglu(const Tensor& Wg, const Tensor& Wu, int64_t n
   if (n == 0) return;
   OpScope ps(prof_.get(), "matmul_id_swiglu", n <= cudamv::kMaxRows ? 2 * routed_bytes(Wg, n_expert, n * ids.cols) : 0,
              [&] { return routed_shape(Wg, n_expert, n * ids.cols); });
+  bring_experts({&Wg, &Wu}, ids, true);  // the file tier: both stacks' experts into slots first
   if (fuse_ && matmul_id_device(Wg, &Wu, n_expert, x, ids, gate)) return;
   if (fuse_ && matmul_id_gemm(Wg, &Wu, n_expert, x, ids, gate)) return;
   Backend::matmul_id_swiglu(Wg, Wu, n_expert, x, ids, gate, up);
@@ -372,6 +386,7 @@ void CudaBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, 
   OpScope ps(prof_.get(), "matmul_id", n <= cudamv::kMaxRows ? routed_bytes(W, n_expert, n * k) : 0,
              [&] { return routed_shape(W, n_expert, n * k); });
   if (experts_ && !ctx_->capturing()) experts_->maintain();
+  bring_experts({&W}, ids, true);  // the file tier: its experts into slots first
   if (matmul_id_device(W, nullptr, n_expert, x, ids, y)) return;
   if (matmul_id_gemm(W, nullptr, n_expert, x, ids, y)) return;
   if (matmul_id_grouped(W, n_expert, x, ids, y)) return;
@@ -640,6 +655,8 @@ void CudaBackend::moe_experts_residual(const MoeExperts& a, const Tensor& x, con
     launch_rms_norm_rows(fp(x), fstride(x), fp(norm), eps, fp(xn), fstride(xn), x.rows, x.cols, ctx_->stream());
   }
   moe_route(a.logits, a.normalize, a.scale, a.ids, a.weights);
+  // The file tier: the block's three stacks read in one batch (skipped where they do not fit together).
+  bring_experts({&a.gate_exps, &a.up_exps, &a.down_exps}, a.ids, false);
   matmul_id_swiglu(a.gate_exps, a.up_exps, a.n_expert, xn, a.ids, a.gate, a.up);
   matmul_id(a.down_exps, a.n_expert, a.gate, a.ids, a.down);
   if (!a.shexp_gate.data) {
