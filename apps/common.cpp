@@ -96,8 +96,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->check(CLI::IsMember({0, 2, 4}));
   app.add_option("--cuda-mv-short-pipe", f.cuda_mv_short_pipe,
                  "GPU one-row int8-x matvecs whose rows have at most 64 parts (2048 columns of Q4_K) with their loads "
-                 "pipelined 2 or 4 steps ahead, two rows per warp (default 2; 0: the format's loop; the same bits)")
-      ->check(CLI::IsMember({0, 2, 4}));
+                 "pipelined 2 or 4 steps ahead, two rows per warp (0: the format's loop; default -1: 2 for qwen35moe "
+                 "models, 0 for dense ones; the same bits)")
+      ->check(CLI::IsMember({-1, 0, 2, 4}));
   app.add_flag("--cuda-moe-streamed-fused,!--no-cuda-moe-streamed-fused", f.cuda_moe_streamed_fused,
                "GPU MoE decode with streamed experts (expert cache): one row in the fused expert block, the routed "
                "launches with --cuda-moe-pipe and PDL as over resident experts (default on; the same bits)");

@@ -65,12 +65,105 @@ void quantize_q8_k(const float* x, void* out, int64_t n) {
   }
 }
 
+// Decode GEMV (one weight row, one token) on 512-bit vectors for Q4_K and Q6_K, the types of
+// llama.cpp's Q4_K_M mixes: groups v = 2m and v + 1 in the two 256-bit halves (their quant
+// bytes are contiguous or the same bytes shifted apart, their activations contiguous), so a
+// super-block takes 4 steps instead of 8. Per half, the int16 pair sums and the int32 lanes
+// hold exactly the elements the 256-bit microkernel gives them, and the halves are added at
+// the end of the super-block: the same exact int32 sums, then Mk's own f32 step (the same
+// bits; every other tile shape stays Mk's). Wide<Policy>: the pair's quants and int16 scales.
+template <template <class> class Policy>
+struct Wide;
+template <>
+struct Wide<kquant::PQ6_K> {
+  // ql: 64 contiguous bytes (low nibbles for even m, high for odd); qh: the same 32 bytes,
+  // shifted by 2j = 0, 2 (even m) or 4, 6 (odd m) in the two halves
+  static __m512i quants(const BlockQ6_K& b, int m, __m512i sh_half) {
+    const int c = m / 2;
+    const __m512i l = _mm512_loadu_si512(b.ql + 64 * c);
+    const __m512i lo = _mm512_and_si512(m % 2 ? _mm512_srli_epi16(l, 4) : l, _mm512_set1_epi8(0x0f));
+    const __m256i h256 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * c));
+    const __m512i h2 = _mm512_inserti64x4(_mm512_castsi256_si512(h256), h256, 1);
+    const __m512i h = _mm512_and_si512(_mm512_srlv_epi16(m % 2 ? _mm512_srli_epi16(h2, 4) : h2, sh_half),
+                                       _mm512_set1_epi8(3));
+    return _mm512_or_si512(lo, _mm512_slli_epi16(h, 4));
+  }
+  static constexpr int16_t kShiftHigh = 2;
+  // int16 lane i of step m: scale 4m + i / 8 (16 signed scales, one per 16 elements)
+  static __m512i scales16(const BlockQ6_K& b, const kquant::PQ6_K<Ops>::Scales&) {
+    return _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales))));
+  }
+  static constexpr int kLanesPerScale = 8, kScalesPerStep = 4;
+};
+template <>
+struct Wide<kquant::PQ4_K> {
+  // the same 32 bytes in both halves: low nibbles (v = 2m), high nibbles (v + 1)
+  static __m512i quants(const BlockQ4_K& b, int m, __m512i sh_half) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * m));
+    const __m512i q2 = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(q2, sh_half), _mm512_set1_epi8(0x0f));
+  }
+  static constexpr int16_t kShiftHigh = 4;
+  // int16 lane i of step m: scale 2m + i / 16 (8 unsigned 6-bit scales, one per 32 elements)
+  static __m512i scales16(const BlockQ4_K&, const kquant::PQ4_K<Ops>::Scales& sc) {
+    return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc.sm));
+  }
+  static constexpr int kLanesPerScale = 16, kScalesPerStep = 2;
+};
+
+template <template <class> class Policy>
+struct MkWide : kquant::Mk<Ops, Policy, 2, 4, 1> {
+  using Base = kquant::Mk<Ops, Policy, 2, 4, 1>;
+  using WB = typename Base::WB;
+  using W = Wide<Policy>;
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
+    if constexpr (R == 1 && C == 1)
+      gemv(n, reinterpret_cast<const WB*>(wp[0]), reinterpret_cast<const BlockQ8_K*>(ap[0]), out);
+    else
+      Base::template tile<R, C>(n, wp, ap, out);
+  }
+  static void gemv(int64_t n, const WB* w, const BlockQ8_K* a, float* out) {
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    float summs = 0.0f;
+    const __m512i sh_half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(W::kShiftHigh), 1);
+    __m512i sidx[4];  // the scale of each int16 lane at step m
+    for (int m = 0; m < 4; ++m) {
+      alignas(64) int16_t idx[32];
+      for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(W::kScalesPerStep * m + i / W::kLanesPerScale);
+      sidx[m] = _mm512_load_si512(idx);
+    }
+    const int64_t nb = n / kQK_K;
+    for (int64_t b = 0; b < nb; ++b) {
+      const WB& wb = w[b];
+      const BlockQ8_K& ab = a[b];
+      const char* p = reinterpret_cast<const char*>(&wb);
+      for (int l = 0; l < static_cast<int>(sizeof(WB)); l += 64) {
+        _mm_prefetch(p + Base::kPrefetchL1 + l, _MM_HINT_T0);
+        _mm_prefetch(p + Base::kPrefetchL2 + l, _MM_HINT_T1);
+      }
+      const typename Base::P::Scales sc(wb);
+      const __m512i s16 = W::scales16(wb, sc);
+      __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        const __m512i u = W::quants(wb, m, sh_half);
+        const __m512i av = _mm512_loadu_si512(ab.qs + 64 * m);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(u, av), _mm512_permutexvar_epi16(sidx[m], s16));
+      }
+      const __m256i si = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+      Base::step(wb, ab, sc, si, acc, acc_m, summs);
+    }
+    *out = Base::finish(acc, acc_m, summs);
+  }
+};
+
 // Formats with the packed GEMM (kquant_vnni512.h) from 4 activation rows on; fewer rows
-// (decode, verify) run the microkernel. Both keep Mk's order per output (row exact).
-// RowsDecode: weight rows per decode tile (independent f32 chains, same bits per output).
-template <template <class> class Policy, int RowsDecode = 1>
+// (decode, verify) run the microkernel MkT. Both keep Mk's order per output (row exact).
+template <template <class> class Policy, class MkT = kquant::Mk<Ops, Policy, 2, 4, 1>>
 struct KSimd {
-  using Mk = kquant::Mk<Ops, Policy, 2, 4, RowsDecode>;
+  using Mk = MkT;
   static constexpr bool kShapeFree = true;
   static void gemm(int64_t n, const uint8_t* W, size_t w_stride, int64_t i0, int64_t i1, const uint8_t* act,
                    size_t act_stride, int64_t n_act, float* Y, int64_t ldy) {
@@ -89,9 +182,9 @@ struct Simd {};
 // not measured.
 template <> struct Simd<quant::FormatQ2_K> { using Mk = kquant::Mk<Ops, kquant::PQ2_K, 2, 4, 1>; };
 template <> struct Simd<quant::FormatQ3_K> { using Mk = kquant::Mk<Ops, kquant::PQ3_K, 2, 4, 1>; };
-template <> struct Simd<quant::FormatQ4_K> : KSimd<kquant::PQ4_K> {};  // decode: 1-row tiles (legacy_avx512.cpp)
+template <> struct Simd<quant::FormatQ4_K> : KSimd<kquant::PQ4_K, MkWide<kquant::PQ4_K>> {};  // decode: MkWide
 template <> struct Simd<quant::FormatQ5_K> : KSimd<kquant::PQ5_K> {};
-template <> struct Simd<quant::FormatQ6_K> { using Mk = kquant::Mk<Ops, kquant::PQ6_K, 2, 4, 1>; };
+template <> struct Simd<quant::FormatQ6_K> { using Mk = MkWide<kquant::PQ6_K>; };  // decode: MkWide
 template <> struct Simd<quant::FormatQ8_K> {
   static void quantize(const float* x, void* out, int64_t n) { quantize_q8_k(x, out, n); }
 };

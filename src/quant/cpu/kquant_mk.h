@@ -236,10 +236,18 @@ struct Mk {
     return s;
   }
 
+  // Decode tiles (one or two outputs: a GEMV over planar rows, the rows of a tile following one
+  // another in memory) prefetch the weight stream this many bytes ahead of the super-block they
+  // read, into L1 and, further, into L2 (as the repacked Q4_0 / Q4_K kernels do): a lone core
+  // streaming a matrix keeps more lines in flight than its hardware prefetchers do. Prefetches
+  // change no value; past a matrix's end they are dropped hints.
+  static constexpr int64_t kPrefetchL1 = 2048, kPrefetchL2 = 8192;
+
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     // independent integer chains per output: 2 when the tile is small (vec_dot, decode)
     constexpr int U = R * C >= 4 ? 1 : 2;
+    constexpr bool kPrefetch = R * C <= 2;
     const WB* w[R];
     const AB* a[C];
     for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const WB*>(wp[r]);
@@ -263,6 +271,17 @@ struct Mk {
         for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
           for (int c = 0; c < C; ++c) sumi[k][r][c] = _mm256_setzero_si256();
+      if constexpr (kPrefetch) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const char* p = reinterpret_cast<const char*>(&w[r][b]);
+#pragma GCC unroll 4
+          for (int l = 0; l < static_cast<int>(sizeof(WB)); l += 64) {
+            _mm_prefetch(p + kPrefetchL1 + l, _MM_HINT_T0);
+            _mm_prefetch(p + kPrefetchL2 + l, _MM_HINT_T1);
+          }
+        }
+      }
       typename P::Scales scales[R];
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) scales[r] = typename P::Scales(w[r][b]);
