@@ -65,8 +65,8 @@ void quantize_q8_k(const float* x, void* out, int64_t n) {
   }
 }
 
-// Decode GEMV (one weight row, one token) on 512-bit vectors for Q4_K and Q6_K, the types of
-// llama.cpp's Q4_K_M mixes: groups v = 2m and v + 1 in the two 256-bit halves (their quant
+// Decode GEMV (one weight row, one token) on 512-bit vectors for Q4_K, Q5_K and Q6_K (the
+// types of llama.cpp's K_M mixes): groups v = 2m and v + 1 in the two 256-bit halves (their quant
 // bytes are contiguous or the same bytes shifted apart, their activations contiguous), so a
 // super-block takes 4 steps instead of 8. Per half, the int16 pair sums and the int32 lanes
 // hold exactly the elements the 256-bit microkernel gives them, and the halves are added at
@@ -106,6 +106,26 @@ struct Wide<kquant::PQ4_K> {
   static constexpr int16_t kShiftHigh = 4;
   // int16 lane i of step m: scale 2m + i / 16 (8 unsigned 6-bit scales, one per 32 elements)
   static __m512i scales16(const BlockQ4_K&, const kquant::PQ4_K<Ops>::Scales& sc) {
+    return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc.sm));
+  }
+  static constexpr int kLanesPerScale = 16, kScalesPerStep = 2;
+};
+
+template <>
+struct Wide<kquant::PQ5_K> {
+  // Q4_K's nibbles (sh_half * 4 apart) | the qh bit of group v: the same 32 bytes shifted by
+  // 2m, 2m + 1 in the two halves
+  static __m512i quants(const BlockQ5_K& b, int m, __m512i sh_half) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * m));
+    const __m512i q2 = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(q2, _mm512_slli_epi16(sh_half, 2)), _mm512_set1_epi8(0x0f));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    const __m512i h2 = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(_mm512_srli_epi16(h2, 2 * m), sh_half), _mm512_set1_epi8(1));
+    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+  }
+  static constexpr int16_t kShiftHigh = 1;
+  static __m512i scales16(const BlockQ5_K&, const kquant::PQ4_K<Ops>::Scales& sc) {
     return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc.sm));
   }
   static constexpr int kLanesPerScale = 16, kScalesPerStep = 2;
@@ -183,7 +203,7 @@ struct Simd {};
 template <> struct Simd<quant::FormatQ2_K> { using Mk = kquant::Mk<Ops, kquant::PQ2_K, 2, 4, 1>; };
 template <> struct Simd<quant::FormatQ3_K> { using Mk = kquant::Mk<Ops, kquant::PQ3_K, 2, 4, 1>; };
 template <> struct Simd<quant::FormatQ4_K> : KSimd<kquant::PQ4_K, MkWide<kquant::PQ4_K>> {};  // decode: MkWide
-template <> struct Simd<quant::FormatQ5_K> : KSimd<kquant::PQ5_K> {};
+template <> struct Simd<quant::FormatQ5_K> : KSimd<kquant::PQ5_K, MkWide<kquant::PQ5_K>> {};
 template <> struct Simd<quant::FormatQ6_K> { using Mk = MkWide<kquant::PQ6_K>; };  // decode: MkWide
 template <> struct Simd<quant::FormatQ8_K> {
   static void quantize(const float* x, void* out, int64_t n) { quantize_q8_k(x, out, n); }
