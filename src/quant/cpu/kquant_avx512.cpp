@@ -74,6 +74,11 @@ void quantize_q8_k(const float* x, void* out, int64_t n) {
 // bits; every other tile shape stays Mk's). Wide<Policy>: the pair's quants and int16 scales.
 template <template <class> class Policy>
 struct Wide;
+// 32 bytes in both 256-bit halves
+inline __m512i both_halves(const uint8_t* p) {
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+}
 template <>
 struct Wide<kquant::PQ6_K> {
   // ql: 64 contiguous bytes (low nibbles for even m, high for odd); qh: the same 32 bytes,
@@ -82,8 +87,7 @@ struct Wide<kquant::PQ6_K> {
     const int c = m / 2;
     const __m512i l = _mm512_loadu_si512(b.ql + 64 * c);
     const __m512i lo = _mm512_and_si512(m % 2 ? _mm512_srli_epi16(l, 4) : l, _mm512_set1_epi8(0x0f));
-    const __m256i h256 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * c));
-    const __m512i h2 = _mm512_inserti64x4(_mm512_castsi256_si512(h256), h256, 1);
+    const __m512i h2 = both_halves(b.qh + 32 * c);
     const __m512i h = _mm512_and_si512(_mm512_srlv_epi16(m % 2 ? _mm512_srli_epi16(h2, 4) : h2, sh_half),
                                        _mm512_set1_epi8(3));
     return _mm512_or_si512(lo, _mm512_slli_epi16(h, 4));
@@ -95,40 +99,33 @@ struct Wide<kquant::PQ6_K> {
   }
   static constexpr int kLanesPerScale = 8, kScalesPerStep = 4;
 };
-template <>
-struct Wide<kquant::PQ4_K> {
-  // the same 32 bytes in both halves: low nibbles (v = 2m), high nibbles (v + 1)
-  static __m512i quants(const BlockQ4_K& b, int m, __m512i sh_half) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * m));
-    const __m512i q2 = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
-    return _mm512_and_si512(_mm512_srlv_epi16(q2, sh_half), _mm512_set1_epi8(0x0f));
+// Q4_K and Q5_K (the same 12-byte scale packing): the same 32 bytes in both halves, low
+// nibbles (v = 2m), high nibbles (v + 1); Q5_K or's in the qh bit of group v (qh's 32 bytes
+// shifted by 2m, 2m + 1 in the two halves).
+template <bool kQh>
+struct WideK45 {
+  static __m512i nibbles(const uint8_t* qs, int m, __m512i sh4) {
+    return _mm512_and_si512(_mm512_srlv_epi16(both_halves(qs + 32 * m), sh4), _mm512_set1_epi8(0x0f));
   }
-  static constexpr int16_t kShiftHigh = 4;
+  static constexpr int16_t kShiftHigh = kQh ? 1 : 4;
   // int16 lane i of step m: scale 2m + i / 16 (8 unsigned 6-bit scales, one per 32 elements)
-  static __m512i scales16(const BlockQ4_K&, const kquant::PQ4_K<Ops>::Scales& sc) {
+  static __m512i scales16(const auto&, const kquant::PQ4_K<Ops>::Scales& sc) {
     return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc.sm));
   }
   static constexpr int kLanesPerScale = 16, kScalesPerStep = 2;
 };
-
 template <>
-struct Wide<kquant::PQ5_K> {
-  // Q4_K's nibbles (sh_half * 4 apart) | the qh bit of group v: the same 32 bytes shifted by
-  // 2m, 2m + 1 in the two halves
+struct Wide<kquant::PQ4_K> : WideK45<false> {
+  static __m512i quants(const BlockQ4_K& b, int m, __m512i sh_half) { return nibbles(b.qs, m, sh_half); }
+};
+template <>
+struct Wide<kquant::PQ5_K> : WideK45<true> {
   static __m512i quants(const BlockQ5_K& b, int m, __m512i sh_half) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * m));
-    const __m512i q2 = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
-    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(q2, _mm512_slli_epi16(sh_half, 2)), _mm512_set1_epi8(0x0f));
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-    const __m512i h2 = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(_mm512_srli_epi16(h2, 2 * m), sh_half), _mm512_set1_epi8(1));
+    const __m512i lo = nibbles(b.qs, m, _mm512_slli_epi16(sh_half, 2));
+    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(_mm512_srli_epi16(both_halves(b.qh), 2 * m), sh_half),
+                                        _mm512_set1_epi8(1));
     return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
   }
-  static constexpr int16_t kShiftHigh = 1;
-  static __m512i scales16(const BlockQ5_K&, const kquant::PQ4_K<Ops>::Scales& sc) {
-    return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sc.sm));
-  }
-  static constexpr int kLanesPerScale = 16, kScalesPerStep = 2;
 };
 
 template <template <class> class Policy>
