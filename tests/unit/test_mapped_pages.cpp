@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/mapped_pages.h"
@@ -97,6 +98,33 @@ TEST(MappedPages, EvictedPagesAreMissingUntilFaultedIn) {
   cpu::touch_pages(all);
   EXPECT_EQ(cpu::missing_pages(all, vec), 0);
   EXPECT_TRUE(f.bytes_intact()) << "faulting in changed no byte";
+}
+
+// missing_pages_each (runs of nearby spans in one mincore) counts what one call per span counts,
+// over a file with every third page resident.
+TEST(MappedPages, EachSpanCountedAsAlone) {
+  const int64_t pages = 300;
+  MappedFile f(testutil::test_dir(DF_UNIT_WORK_DIR) + "/each.bin", pages);
+  ASSERT_NE(f.map, nullptr);
+  const size_t ps = page_size();
+  ASSERT_TRUE(testutil::evict_file_pages(f.path, f.map, f.bytes));
+  ::madvise(f.map, f.bytes, MADV_RANDOM);  // a touch reads its page alone
+  for (int64_t i = 0; i < pages; i += 3) cpu::touch_pages(cpu::page_span(f.map + ps * static_cast<size_t>(i), 1));
+  std::vector<unsigned char> vec;
+  if (cpu::missing_pages(cpu::page_span(f.map, f.bytes), vec) == 0)
+    GTEST_SKIP() << "posix_fadvise(POSIX_FADV_DONTNEED) evicted no page of the file here";
+  // ascending, non-overlapping spans with gaps of 0, 1, 5 and 100 pages (byte ranges that
+  // start and end inside pages)
+  std::vector<PageSpan> spans;
+  for (const auto& [p0, n] : std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {4, 7}, {12, 1}, {18, 30}, {148, 20}, {168, 2}})
+    spans.push_back(cpu::page_span(f.map + ps * static_cast<size_t>(p0) + 10, ps * static_cast<size_t>(n) - 20));
+  std::vector<int64_t> want;
+  for (const PageSpan& s : spans) want.push_back(cpu::missing_pages(s, vec));
+  for (int64_t gap : {0, 1, 5, 1000}) {
+    std::vector<int64_t> got(spans.size(), -1);
+    cpu::missing_pages_each(spans, gap, vec, got.data());
+    EXPECT_EQ(got, want) << "merge gap " << gap;
+  }
 }
 
 TEST(MappedPages, UnmappedRangeCountsResident) {

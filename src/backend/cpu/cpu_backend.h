@@ -162,7 +162,8 @@ class CpuBackend final : public Backend {
   bool expert_stats_on_;                  // CpuOptions::expert_stats
   ExpertStats expert_stats_;
   std::vector<unsigned char> mincore_vec_;  // account_mapped_experts: mincore's scratch
-  std::vector<PageSpan> missed_;            // and the experts' pages with missing ones
+  std::vector<PageSpan> spans_;             // and the used experts' pages
+  std::vector<int64_t> missing_;            // and how many of each are missing
   const SsmVec& ssm_;
   int64_t exact_rows_opt_;  // CpuOptions::exact_rows
   int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0

@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace df::cpu {
 
 size_t page_size() {
@@ -29,6 +31,34 @@ int64_t missing_pages(const PageSpan& s, std::vector<unsigned char>& vec) {
   int64_t missing = 0;
   for (int64_t i = 0; i < s.pages; ++i) missing += (vec[static_cast<size_t>(i)] & 1) == 0;
   return missing;
+}
+
+void missing_pages_each(std::span<const PageSpan> spans, int64_t merge_gap, std::vector<unsigned char>& vec,
+                        int64_t* missing) {
+  const size_t ps = page_size();
+  size_t g0 = 0;
+  while (g0 < spans.size()) {
+    // the run [g0, g1): spans whose gap to the run's end is at most merge_gap pages
+    const uint8_t* first = spans[g0].first;
+    const uint8_t* end = first + ps * static_cast<size_t>(spans[g0].pages);
+    size_t g1 = g0 + 1;
+    for (; g1 < spans.size(); ++g1) {
+      const PageSpan& s = spans[g1];
+      if (s.first > end + ps * static_cast<size_t>(merge_gap)) break;
+      end = std::max(end, s.first + ps * static_cast<size_t>(s.pages));
+    }
+    const PageSpan run{first, static_cast<int64_t>(static_cast<size_t>(end - first) / ps)};
+    const int64_t total = missing_pages(run, vec);
+    for (size_t i = g0; i < g1; ++i) {
+      int64_t m = 0;
+      if (total > 0) {
+        const size_t o = static_cast<size_t>(spans[i].first - first) / ps;
+        for (int64_t j = 0; j < spans[i].pages; ++j) m += (vec[o + static_cast<size_t>(j)] & 1) == 0;
+      }
+      missing[i] = m;
+    }
+    g0 = g1;
+  }
 }
 
 void advise_willneed(const PageSpan& s) {

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace df::cpu {
@@ -27,6 +28,14 @@ PageSpan page_span(const void* p, size_t bytes);
 // How many pages of s are not resident; `vec` is mincore's scratch (one byte a page, grown on
 // demand). A range mincore cannot answer (not mapped) counts as resident: 0.
 int64_t missing_pages(const PageSpan& s, std::vector<unsigned char>& vec);
+
+// missing[i] = how many pages of spans[i] are not resident, for spans in ascending address
+// order that do not overlap, with one mincore over each run of spans whose gaps are at most
+// merge_gap pages (a mincore call costs about what its walk of ~1000 resident pages costs:
+// measured 0.7 us a call + 0.7 ns a page, so a decode's few experts of one stack, close
+// together in a small model, take one call instead of one each).
+void missing_pages_each(std::span<const PageSpan> spans, int64_t merge_gap, std::vector<unsigned char>& vec,
+                        int64_t* missing);
 
 // Starts reading s's pages into the page cache (madvise MADV_WILLNEED: the kernel queues the
 // reads of the whole range at once; returns without waiting).

@@ -190,19 +190,26 @@ void CpuBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, c
 }
 
 void CpuBackend::account_mapped_experts(const Tensor& W, int64_t m, const int64_t* experts, int64_t n_used) {
-  // One mincore per expert matrix; a page shared by two used experts (a stack's experts need
-  // not start on page boundaries) is counted with the lower id. The missing experts' ranges
-  // are all advised (the kernel queues their reads together), then touched page by page: the
-  // time from the advice to the last page is the stall, and the pool's products then read
-  // resident pages.
-  const size_t bytes = W.stride * static_cast<size_t>(m);
+  // The used experts' pages (ascending ids: ascending addresses), checked by mincore in runs
+  // of nearby experts; a page shared by two used experts (a stack's experts need not start on
+  // page boundaries) is counted with the lower id. The missing experts' ranges are all advised
+  // (the kernel queues their reads together), then touched page by page: the time from the
+  // advice to the last page is the stall, and the pool's products then read resident pages.
+  constexpr int64_t kMergeGapPages = 256;  // mapped_pages.h: a call costs ~1000 pages' walk
+  const size_t bytes = W.stride * static_cast<size_t>(m), ps = page_size();
+  spans_.clear();
   const uint8_t* prev_end = nullptr;
-  missed_.clear();
   for (int64_t i = 0; i < n_used; ++i) {
     PageSpan s = page_span(static_cast<const uint8_t*>(W.data) + bytes * static_cast<size_t>(experts[i]), bytes);
-    if (prev_end && s.first < prev_end && s.pages > 0) s.first = prev_end, --s.pages;
-    if (s.pages > 0) prev_end = s.first + page_size() * static_cast<size_t>(s.pages);
-    const int64_t missing = missing_pages(s, mincore_vec_);
+    if (prev_end && s.first < prev_end) s.first = prev_end, s.pages = std::max<int64_t>(0, s.pages - 1);
+    prev_end = s.first + ps * static_cast<size_t>(s.pages);
+    spans_.push_back(s);
+  }
+  missing_.resize(spans_.size());
+  missing_pages_each(spans_, kMergeGapPages, mincore_vec_, missing_.data());
+  bool any = false;
+  for (size_t i = 0; i < spans_.size(); ++i) {
+    const int64_t missing = missing_[i];
     ++expert_stats_.lookups;
     if (missing == 0) {
       ++expert_stats_.hits;
@@ -210,13 +217,15 @@ void CpuBackend::account_mapped_experts(const Tensor& W, int64_t m, const int64_
     }
     ++expert_stats_.misses;
     expert_stats_.pages_from_disk += static_cast<uint64_t>(missing);
-    expert_stats_.bytes_from_disk += static_cast<uint64_t>(missing) * page_size();
-    missed_.push_back(s);
+    expert_stats_.bytes_from_disk += static_cast<uint64_t>(missing) * ps;
+    any = true;
   }
-  if (missed_.empty()) return;
+  if (!any) return;
   const auto t0 = std::chrono::steady_clock::now();
-  for (const PageSpan& s : missed_) advise_willneed(s);
-  for (const PageSpan& s : missed_) touch_pages(s);
+  for (size_t i = 0; i < spans_.size(); ++i)
+    if (missing_[i] > 0) advise_willneed(spans_[i]);
+  for (size_t i = 0; i < spans_.size(); ++i)
+    if (missing_[i] > 0) touch_pages(spans_[i]);
   expert_stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
