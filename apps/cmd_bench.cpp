@@ -96,10 +96,10 @@ CacheCounts cache_counts(Backend& b) {
 struct MmapCounts {
   bool on = false;  // stats on and some expert stack on mapped pages
   uint64_t stacks = 0, lookups = 0, hits = 0, misses = 0, bytes = 0;
-  double stall_s = 0;
+  double stall_s = 0, check_s = 0;
   void add_delta(const MmapCounts& a, const MmapCounts& b) {  // += b - a
     lookups += b.lookups - a.lookups, hits += b.hits - a.hits, misses += b.misses - a.misses;
-    bytes += b.bytes - a.bytes, stall_s += b.stall_s - a.stall_s;
+    bytes += b.bytes - a.bytes, stall_s += b.stall_s - a.stall_s, check_s += b.check_s - a.check_s;
   }
 };
 MmapCounts mmap_counts(Backend& b) {
@@ -108,7 +108,7 @@ MmapCounts mmap_counts(Backend& b) {
     const cpu::ExpertStats& s = p->expert_stats();
     c.on = p->expert_stats_on() && s.mapped_stacks > 0;
     c.stacks = s.mapped_stacks, c.lookups = s.lookups, c.hits = s.hits, c.misses = s.misses;
-    c.bytes = s.bytes_from_disk, c.stall_s = s.stall_seconds;
+    c.bytes = s.bytes_from_disk, c.stall_s = s.stall_seconds, c.check_s = s.check_seconds;
   }
   return c;
 }
@@ -128,6 +128,7 @@ nlohmann::json mmap_report(const MmapCounts& all, const MmapCounts& tg, const Mm
           {"all_misses", all.misses},
           {"all_bytes_from_disk", all.bytes},
           {"all_stall_seconds", all.stall_s},
+          {"all_check_seconds", all.check_s},
           {"decode_lookups", tg.lookups},
           {"decode_hits", tg.hits},
           {"decode_misses", tg.misses},
@@ -137,6 +138,9 @@ nlohmann::json mmap_report(const MmapCounts& all, const MmapCounts& tg, const Mm
           {"decode_disk_gb_per_second", gbs(tg)},
           {"decode_stall_ms_per_token", tokens > 0 ? 1000.0 * tg.stall_s / tokens : 0.0},
           {"decode_stall_share", sec > 0 ? tg.stall_s / sec : 0.0},
+          // the stats' own cost: the residency checks (mincore), per token and as a share of decode
+          {"decode_check_ms_per_token", tokens > 0 ? 1000.0 * tg.check_s / tokens : 0.0},
+          {"decode_check_share", sec > 0 ? tg.check_s / sec : 0.0},
           {"prefill_lookups", pp.lookups},
           {"prefill_hits", pp.hits},
           {"prefill_misses", pp.misses},
@@ -354,12 +358,13 @@ void register_bench(CLI::App& app) {
     if (out.contains("expert_cache") && !cc.streamed)  // CPU experts on the mapped file, as the file tier's report
       std::fprintf(stderr,
                    "experts from the mapped file (mmap): %.2f MiB read from disk per token at %.3f GB/s, %.1f ms "
-                   "stalled per token (%.1f %% of decode), hit rate %.3f\n",
+                   "stalled per token (%.1f %% of decode), hit rate %.3f; the checks %.3f ms per token\n",
                    out["expert_cache"]["decode_bytes_from_disk_per_token"].get<double>() / (1 << 20),
                    out["expert_cache"]["decode_disk_gb_per_second"].get<double>(),
                    out["expert_cache"]["decode_stall_ms_per_token"].get<double>(),
                    100.0 * out["expert_cache"]["decode_stall_share"].get<double>(),
-                   out["expert_cache"]["decode_hit_rate"].get<double>());
+                   out["expert_cache"]["decode_hit_rate"].get<double>(),
+                   out["expert_cache"]["decode_check_ms_per_token"].get<double>());
     if (f->output == "json") {
       std::printf("%s\n", out.dump(2).c_str());
     } else {

@@ -52,6 +52,7 @@ struct ExpertStats {
   uint64_t pages_from_disk = 0;  // pages that were not resident (each counted once a call)
   uint64_t bytes_from_disk = 0;  // pages_from_disk * the page size
   double stall_seconds = 0;      // wall time the op thread waited for those pages (steady clock)
+  double check_seconds = 0;      // wall time of the residency checks (mincore): the stats' own cost
 };
 
 class CpuBackend final : public Backend {

@@ -196,6 +196,7 @@ void CpuBackend::account_mapped_experts(const Tensor& W, int64_t m, const int64_
   // (the kernel queues their reads together), then touched page by page: the time from the
   // advice to the last page is the stall, and the pool's products then read resident pages.
   constexpr int64_t kMergeGapPages = 256;  // mapped_pages.h: a call costs ~1000 pages' walk
+  const auto c0 = std::chrono::steady_clock::now();
   const size_t bytes = W.stride * static_cast<size_t>(m), ps = page_size();
   spans_.clear();
   const uint8_t* prev_end = nullptr;
@@ -220,8 +221,9 @@ void CpuBackend::account_mapped_experts(const Tensor& W, int64_t m, const int64_
     expert_stats_.bytes_from_disk += static_cast<uint64_t>(missing) * ps;
     any = true;
   }
-  if (!any) return;
   const auto t0 = std::chrono::steady_clock::now();
+  expert_stats_.check_seconds += std::chrono::duration<double>(t0 - c0).count();
+  if (!any) return;
   for (size_t i = 0; i < spans_.size(); ++i)
     if (missing_[i] > 0) advise_willneed(spans_[i]);
   for (size_t i = 0; i < spans_.size(); ++i)
