@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common.h"
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/expert_cache.h"
@@ -90,6 +91,65 @@ CacheCounts cache_counts(Backend& b) {
   return c;
 }
 
+// Counters of the CPU backend's expert stats (experts on the file's mapped pages; zeros
+// elsewhere, with the stats off, or where every expert stack has a copy).
+struct MmapCounts {
+  bool on = false;  // stats on and some expert stack on mapped pages
+  uint64_t stacks = 0, lookups = 0, hits = 0, misses = 0, bytes = 0;
+  double stall_s = 0, check_s = 0;
+  void add_delta(const MmapCounts& a, const MmapCounts& b) {  // += b - a
+    lookups += b.lookups - a.lookups, hits += b.hits - a.hits, misses += b.misses - a.misses;
+    bytes += b.bytes - a.bytes, stall_s += b.stall_s - a.stall_s, check_s += b.check_s - a.check_s;
+  }
+};
+MmapCounts mmap_counts(Backend& b) {
+  MmapCounts c;
+  if (auto* p = dynamic_cast<cpu::CpuBackend*>(&b)) {
+    const cpu::ExpertStats& s = p->expert_stats();
+    c.on = p->expert_stats_on() && s.mapped_stacks > 0;
+    c.stacks = s.mapped_stacks, c.lookups = s.lookups, c.hits = s.hits, c.misses = s.misses;
+    c.bytes = s.bytes_from_disk, c.stall_s = s.stall_seconds, c.check_s = s.check_seconds;
+  }
+  return c;
+}
+
+// The `expert_cache` object of a CPU run with experts on the mapped file: hit rate = resident
+// expert matrices / looked-up ones, bytes from disk = the missing pages', GB/s = those bytes
+// over the time stalled faulting them in; decode and prefill apart (measured repetitions).
+nlohmann::json mmap_report(const MmapCounts& all, const MmapCounts& tg, const MmapCounts& pp, double tokens,
+                           double decode_tps, double prefill_tokens) {
+  auto rate = [](const MmapCounts& c) { return c.lookups > 0 ? static_cast<double>(c.hits) / static_cast<double>(c.lookups) : 0.0; };
+  auto gbs = [](const MmapCounts& c) { return c.stall_s > 0 ? static_cast<double>(c.bytes) / c.stall_s / 1e9 : 0.0; };
+  const double sec = decode_tps > 0 && tokens > 0 ? tokens / decode_tps : 0.0;
+  return {{"source", "mmap"},
+          {"mapped_stacks", all.stacks},
+          {"all_lookups", all.lookups},
+          {"all_hits", all.hits},
+          {"all_misses", all.misses},
+          {"all_bytes_from_disk", all.bytes},
+          {"all_stall_seconds", all.stall_s},
+          {"all_check_seconds", all.check_s},
+          {"decode_lookups", tg.lookups},
+          {"decode_hits", tg.hits},
+          {"decode_misses", tg.misses},
+          {"decode_hit_rate", rate(tg)},
+          {"decode_lookups_per_token", tokens > 0 ? static_cast<double>(tg.lookups) / tokens : 0.0},
+          {"decode_bytes_from_disk_per_token", tokens > 0 ? static_cast<double>(tg.bytes) / tokens : 0.0},
+          {"decode_disk_gb_per_second", gbs(tg)},
+          {"decode_stall_ms_per_token", tokens > 0 ? 1000.0 * tg.stall_s / tokens : 0.0},
+          {"decode_stall_share", sec > 0 ? tg.stall_s / sec : 0.0},
+          // the stats' own cost: the residency checks (mincore), per token and as a share of decode
+          {"decode_check_ms_per_token", tokens > 0 ? 1000.0 * tg.check_s / tokens : 0.0},
+          {"decode_check_share", sec > 0 ? tg.check_s / sec : 0.0},
+          {"prefill_lookups", pp.lookups},
+          {"prefill_hits", pp.hits},
+          {"prefill_misses", pp.misses},
+          {"prefill_hit_rate", rate(pp)},
+          {"prefill_bytes_from_disk_per_token", prefill_tokens > 0 ? static_cast<double>(pp.bytes) / prefill_tokens : 0.0},
+          {"prefill_disk_gb_per_second", gbs(pp)},
+          {"prefill_stall_seconds", pp.stall_s}};
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app) {
@@ -147,16 +207,20 @@ void register_bench(CLI::App& app) {
     std::vector<std::vector<double>> pp(f->n_prompt.size()), ttft(f->n_prompt.size());
     std::vector<double> tg, pp_cpu, tg_cpu;  // tokens per process CPU second
     CacheCounts tg_cache;  // decode steps of the measured repetitions
+    MmapCounts tg_mmap, pp_mmap;  // CPU experts on mapped pages: decode steps, prefills (measured repetitions)
+    double pp_tokens = 0;
     for (int r = 0; r < f->reps + 1; ++r) {  // the first repetition warms up and is dropped
       for (size_t i = 0; i < f->n_prompt.size(); ++i) {
         const int64_t np = f->n_prompt[i];
         if (np == 0) continue;
         const std::vector<Token> pr(prompt.begin(), prompt.begin() + np);
         session.prefill({pick(rng)});  // different first token: nothing is reused
+        const MmapCounts m0 = mmap_counts(backend);
         const double c0 = cpu_seconds();
         const auto t0 = std::chrono::steady_clock::now();
         session.prefill(pr);  // returns the last position's logits on the host
         const double sec = seconds_since(t0), cpu = cpu_seconds() - c0;
+        if (r > 0) pp_mmap.add_delta(m0, mmap_counts(backend)), pp_tokens += static_cast<double>(np);
         if (r > 0) pp[i].push_back(static_cast<double>(np) / sec), ttft[i].push_back(sec);
         if (r > 0 && i == 0) pp_cpu.push_back(static_cast<double>(np) / cpu);
       }
@@ -166,6 +230,7 @@ void register_bench(CLI::App& app) {
         // back to the host (the only sync per token), fed as the next input.
         Token t = pick(rng);
         const CacheCounts c0 = cache_counts(backend);
+        const MmapCounts m0 = mmap_counts(backend);
         const double cpu0 = cpu_seconds();
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t i = 0; i < f->n_gen; ++i) {
@@ -177,6 +242,7 @@ void register_bench(CLI::App& app) {
           tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
           tg_cpu.push_back(static_cast<double>(f->n_gen) / (cpu_seconds() - cpu0));
           tg_cache.add_delta(c0, cache_counts(backend));
+          tg_mmap.add_delta(m0, mmap_counts(backend));
         }
       }
     }
@@ -252,6 +318,9 @@ void register_bench(CLI::App& app) {
                                     {"decode_loading_syncs_per_token", tokens > 0 ? static_cast<double>(tg_cache.syncs) / tokens : 0.0}});
       }
     }
+    const MmapCounts mc = mmap_counts(backend);
+    if (!cc.streamed && mc.on)
+      out["expert_cache"] = mmap_report(mc, tg_mmap, pp_mmap, static_cast<double>(f->n_gen) * f->reps, g.mean, pp_tokens);
     const double read_bw = device_read_bandwidth(backend);
     if (read_bw > 0) {
       out["device_read_gb_per_second"] = read_bw / 1e9;
@@ -286,6 +355,16 @@ void register_bench(CLI::App& app) {
                    out["expert_cache"]["decode_stall_ms_per_token"].get<double>(),
                    100.0 * out["expert_cache"]["decode_stall_share"].get<double>(),
                    out["expert_cache"]["decode_hit_rate"].get<double>());
+    if (out.contains("expert_cache") && !cc.streamed)  // CPU experts on the mapped file, as the file tier's report
+      std::fprintf(stderr,
+                   "experts from the mapped file (mmap): %.2f MiB read from disk per token at %.3f GB/s, %.1f ms "
+                   "stalled per token (%.1f %% of decode), hit rate %.3f; the checks %.3f ms per token\n",
+                   out["expert_cache"]["decode_bytes_from_disk_per_token"].get<double>() / (1 << 20),
+                   out["expert_cache"]["decode_disk_gb_per_second"].get<double>(),
+                   out["expert_cache"]["decode_stall_ms_per_token"].get<double>(),
+                   100.0 * out["expert_cache"]["decode_stall_share"].get<double>(),
+                   out["expert_cache"]["decode_hit_rate"].get<double>(),
+                   out["expert_cache"]["decode_check_ms_per_token"].get<double>());
     if (f->output == "json") {
       std::printf("%s\n", out.dump(2).c_str());
     } else {
@@ -300,7 +379,7 @@ void register_bench(CLI::App& app) {
       if (read_bw > 0)
         std::printf("device read bandwidth %.1f GB/s (read kernel): decode at %.1f %% of it\n", read_bw / 1e9,
                     100.0 * gbs * 1e9 / read_bw);
-      if (out.contains("expert_cache"))
+      if (out.contains("expert_cache") && cc.streamed)
         std::printf("expert cache %.1f MiB (%lld experts): decode hit rate %.3f, %.2f MiB read from host and %.2f MiB "
                     "uploaded per token\n",
                     static_cast<double>(cc.capacity) / (1 << 20), static_cast<long long>(cc.slots),

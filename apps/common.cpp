@@ -32,6 +32,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "Q8_0's rows into huge pages: on (default); all: Q8_0 repacked too (faster prefill, another "
                  "summation order than llama.cpp's); off")
       ->check(CLI::IsMember({"on", "off", "all"}));
+  app.add_flag("--cpu-expert-stats,!--no-cpu-expert-stats", f.cpu_expert_stats,
+               "CPU, MoE models whose routed experts stay on the GGUF's mapped pages (--cpu-repack off, or too "
+               "little memory for their copy): check each used expert's pages with mincore and fault the missing "
+               "ones in before its product, timed: `bench` reports the hit rate, the bytes read from disk and the "
+               "time stalled on them (default on; the same bits)");
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
@@ -152,6 +157,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cpu.isa = f.isa;
   o.cpu.repack = f.cpu_repack != "off";
   o.cpu.repack_q8_0 = f.cpu_repack == "all";
+  o.cpu.expert_stats = f.cpu_expert_stats;
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;

@@ -20,6 +20,7 @@ struct ModelFlags {
   int64_t batch = 0;           // -b (0: the backend's default)
   std::string isa = "auto";
   std::string cpu_repack = "on";  // --cpu-repack on | off | all
+  bool cpu_expert_stats = true;   // --cpu-expert-stats / --no-cpu-expert-stats
   bool kv_f32 = false;
   bool no_graphs = false;
   bool no_fuse = false;

@@ -33,7 +33,7 @@ struct EngineOptions {
   // gives a trunk without nextn layers speculative decoding. Empty: the model file's head.
   std::string mtp_head_path;
   std::string device = "auto";  // cpu | cuda | auto (make_backend)
-  CpuBackendOptions cpu;        // CPU backend only: threads, isa
+  CpuBackendOptions cpu;        // CPU backend only: threads, isa, repack, expert stats
   int64_t n_ctx = 4096;        // positions a session holds (capped by nothing; memory is the limit)
   int64_t prefill_chunk = 0;   // tokens per forward pass during prefill (0: the backend's default, 512 CPU, 2048 CUDA)
   bool kv_f32 = false;         // F16 KV cache unless set

@@ -79,6 +79,7 @@ CpuBackend::CpuBackend(const CpuOptions& opt)
     : kernels_(kernels(opt.isa)),
       repack_(opt.repack),
       repack_q8_0_(opt.repack_q8_0),
+      expert_stats_on_(opt.expert_stats),
       ssm_(ssm_vec(opt.isa)),
       exact_rows_opt_(opt.exact_rows),
       exact_rows_(opt.exact_rows),
@@ -172,7 +173,22 @@ Tensor CpuBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int64
   // (matmul_id multiplies expert e through groups e * rows / G ..), as llama.cpp repacks
   // its expert stacks
   if (repack_supported(kernels_.isa, type, cols) && rows % repack_group_rows(type) == 0) make_repacked(t, true);
+  if (!repacked(t) && in_mapped_file(host, t.nbytes())) ++expert_stats_.mapped_stacks;
   return t;
+}
+
+void CpuBackend::weight_file(const std::string& path, const void* base, uint64_t size) {
+  const auto* b = static_cast<const uint8_t*>(base);
+  // a mapping of an older load at the same addresses is gone: forget what overlaps
+  std::erase_if(mapped_files_, [&](const MappedFile& f) { return f.base < b + size && b < f.base + f.size; });
+  mapped_files_.push_back({b, size});
+}
+
+bool CpuBackend::in_mapped_file(const void* p, size_t bytes) const {
+  const auto* a = static_cast<const uint8_t*>(p);
+  for (const MappedFile& f : mapped_files_)
+    if (a >= f.base && a + bytes <= f.base + f.size) return true;
+  return false;
 }
 
 const CpuBackend::Repacked* CpuBackend::repacked(const Tensor& W) const {

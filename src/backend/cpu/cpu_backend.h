@@ -2,10 +2,12 @@
 // quant/cpu (matrix products); attention over the KV cache lives in attention.cpp.
 #pragma once
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/mapped_pages.h"
 #include "backend/cpu/ssm_vec.h"
 #include "backend/cpu/thread_pool.h"
 #include "quant/cpu/kernels.h"
@@ -32,6 +34,25 @@ struct CpuOptions {
   // choice of gap 1.5e-4 and the logits 1.2e-3 from llama.cpp's, over the 1e-3 budget).
   // Off: Q8_0 keeps the planar kernels (llama.cpp's order) over a huge-page copy of its rows.
   bool repack_q8_0 = false;
+  // Stats of the routed experts read from the model file's mapped pages (expert stacks
+  // without a repacked or planar copy: repack off, or too little memory for the copy): per
+  // expert matrix a matmul_id multiplies, whether its pages were resident (mincore), and the
+  // time spent faulting the missing ones in before the product (CpuBackend::expert_stats;
+  // flag --cpu-expert-stats / --no-cpu-expert-stats). The products' bits do not change.
+  bool expert_stats = true;
+};
+
+// CpuOptions::expert_stats: counters over the expert matrices matmul_id read from mapped
+// stacks (all zero where every stack has a copy, or with the stats off).
+struct ExpertStats {
+  uint64_t mapped_stacks = 0;    // expert stacks loaded that stay on a file's mapped pages
+  uint64_t lookups = 0;          // expert matrices multiplied from those stacks (one per used expert a call)
+  uint64_t hits = 0;             // of those, every page resident in the page cache
+  uint64_t misses = 0;           // lookups - hits: some page read from the file
+  uint64_t pages_from_disk = 0;  // pages that were not resident (each counted once a call)
+  uint64_t bytes_from_disk = 0;  // pages_from_disk * the page size
+  double stall_seconds = 0;      // wall time the op thread waited for those pages (steady clock)
+  double check_seconds = 0;      // wall time of the residency checks (mincore): the stats' own cost
 };
 
 class CpuBackend final : public Backend {
@@ -46,6 +67,9 @@ class CpuBackend final : public Backend {
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override {}
+  // Remembers the file mappings the weights point into (expert stacks inside one are counted
+  // by the expert stats).
+  void weight_file(const std::string& path, const void* base, uint64_t size) override;
   void set_row_exact(bool on) override { exact_rows_ = on ? exact_rows_opt_ : 0; }
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
@@ -81,6 +105,8 @@ class CpuBackend final : public Backend {
   // Bytes of repacked weight copies held, planar huge-page copies included (0 with repack off).
   size_t repacked_bytes() const;
   Isa isa() const { return kernels_.isa; }
+  bool expert_stats_on() const { return expert_stats_on_; }
+  const ExpertStats& expert_stats() const { return expert_stats_; }
 
  private:
   // Scratch for one matmul's prepared activations, grown on demand, reused across calls.
@@ -119,11 +145,26 @@ class CpuBackend final : public Backend {
   void make_repacked(const Tensor& W, bool stack);
   // Whether a call of n activation rows multiplies through rp (repack_min_rows).
   bool use_repacked(const Repacked* rp, GgmlType t, int64_t n) const;
+  // Whether [p, p + bytes) lies inside a mapping named by weight_file().
+  bool in_mapped_file(const void* p, size_t bytes) const;
+  // The expert stats of one matmul_id over a mapped stack W of experts [m, W.cols]: the pages of
+  // each used expert (ascending ids) checked with mincore, the missing ones faulted in (timed).
+  void account_mapped_experts(const Tensor& W, int64_t m, const int64_t* experts, int64_t n_used);
 
   const Kernels& kernels_;
   bool repack_;
   bool repack_q8_0_;
   std::unordered_map<const void*, Repacked> repacked_;
+  struct MappedFile {
+    const uint8_t* base;
+    uint64_t size;
+  };
+  std::vector<MappedFile> mapped_files_;  // weight_file()
+  bool expert_stats_on_;                  // CpuOptions::expert_stats
+  ExpertStats expert_stats_;
+  std::vector<unsigned char> mincore_vec_;  // account_mapped_experts: mincore's scratch
+  std::vector<PageSpan> spans_;             // and the used experts' pages
+  std::vector<int64_t> missing_;            // and how many of each are missing
   const SsmVec& ssm_;
   int64_t exact_rows_opt_;  // CpuOptions::exact_rows
   int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0

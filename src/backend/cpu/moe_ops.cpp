@@ -8,6 +8,7 @@
 //                                               every product the dense matmul's kernel
 //   out      = sum_j experts_j * weights_j      ggml_mul, then ggml_add in slot order
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -165,6 +166,8 @@ void CpuBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, c
   const Repacked* rp = found && found->stack ? found : nullptr;
   const uint8_t* Wp = static_cast<const uint8_t*>(rp && rp->planar ? rp->planar->data() : W.data);
   const size_t expert_bytes = rp ? cpu::repacked_bytes(W.type, cols, m) : 0;
+  // experts on the file's mapped pages: the stats (their pages faulted in here, timed)
+  if (expert_stats_on_ && !rp && in_mapped_file(W.data, W.nbytes())) account_mapped_experts(W, m, task_expert, n_used);
   pool_.parallel_for(n_used * chunks_per_expert, [&](int64_t t, int) {
     const int64_t e = task_expert[t / chunks_per_expert];
     const int64_t c = t % chunks_per_expert;
@@ -184,6 +187,48 @@ void CpuBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, c
   // 4. scatter the products to their slots
   for (int64_t g = 0; g < n_slots; ++g)
     std::memcpy(trow(y, slot_of[g]), out + g * m, static_cast<size_t>(m) * sizeof(float));
+}
+
+void CpuBackend::account_mapped_experts(const Tensor& W, int64_t m, const int64_t* experts, int64_t n_used) {
+  // The used experts' pages (ascending ids: ascending addresses), checked by mincore in runs
+  // of nearby experts; a page shared by two used experts (a stack's experts need not start on
+  // page boundaries) is counted with the lower id. The missing experts' ranges are all advised
+  // (the kernel queues their reads together), then touched page by page: the time from the
+  // advice to the last page is the stall, and the pool's products then read resident pages.
+  constexpr int64_t kMergeGapPages = 256;  // mapped_pages.h: a call costs ~1000 pages' walk
+  const auto c0 = std::chrono::steady_clock::now();
+  const size_t bytes = W.stride * static_cast<size_t>(m), ps = page_size();
+  spans_.clear();
+  const uint8_t* prev_end = nullptr;
+  for (int64_t i = 0; i < n_used; ++i) {
+    PageSpan s = page_span(static_cast<const uint8_t*>(W.data) + bytes * static_cast<size_t>(experts[i]), bytes);
+    if (prev_end && s.first < prev_end) s.first = prev_end, s.pages = std::max<int64_t>(0, s.pages - 1);
+    prev_end = s.first + ps * static_cast<size_t>(s.pages);
+    spans_.push_back(s);
+  }
+  missing_.resize(spans_.size());
+  missing_pages_each(spans_, kMergeGapPages, mincore_vec_, missing_.data());
+  bool any = false;
+  for (size_t i = 0; i < spans_.size(); ++i) {
+    const int64_t missing = missing_[i];
+    ++expert_stats_.lookups;
+    if (missing == 0) {
+      ++expert_stats_.hits;
+      continue;
+    }
+    ++expert_stats_.misses;
+    expert_stats_.pages_from_disk += static_cast<uint64_t>(missing);
+    expert_stats_.bytes_from_disk += static_cast<uint64_t>(missing) * ps;
+    any = true;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  expert_stats_.check_seconds += std::chrono::duration<double>(t0 - c0).count();
+  if (!any) return;
+  for (size_t i = 0; i < spans_.size(); ++i)
+    if (missing_[i] > 0) advise_willneed(spans_[i]);
+  for (size_t i = 0; i < spans_.size(); ++i)
+    if (missing_[i] > 0) touch_pages(spans_[i]);
+  expert_stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void CpuBackend::moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
