@@ -101,9 +101,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->check(CLI::IsMember({0, 2, 4}));
   app.add_option("--cuda-mv-short-pipe", f.cuda_mv_short_pipe,
                  "GPU one-row int8-x matvecs whose rows have at most 64 parts (2048 columns of Q4_K) with their loads "
-                 "pipelined 2 or 4 steps ahead, two rows per warp (0: the format's loop; default -1: 2 for qwen35moe "
-                 "models, 0 for dense ones; the same bits)")
-      ->check(CLI::IsMember({-1, 0, 2, 4}));
+                 "pipelined 2 or 4 steps ahead, two rows per warp (default 0: the format's loop; the same bits)")
+      ->check(CLI::IsMember({0, 2, 4}));
+  app.add_flag("--cuda-prefill-sgemm,!--no-cuda-prefill-sgemm", f.cuda_prefill_sgemm,
+               "GPU prefill: F32 weights and matrices of at most 64 rows by FP32 cuBLAS (the few rows dequantized into "
+               "scratch) instead of the f16 tile kernel (default on)");
   app.add_flag("--cuda-moe-streamed-fused,!--no-cuda-moe-streamed-fused", f.cuda_moe_streamed_fused,
                "GPU MoE decode with streamed experts (expert cache): one row in the fused expert block, the routed "
                "launches with --cuda-moe-pipe and PDL as over resident experts (default on; the same bits)");
@@ -179,6 +181,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_attn_v1 = f.cuda_attn_v1;
   o.cuda_fuse_qk_attention = f.cuda_fuse_qk_attention;
   o.cuda_attn_wide = f.cuda_attn_wide;
+  o.cuda_prefill_sgemm = f.cuda_prefill_sgemm;
   o.cuda_l2_prefetch = f.cuda_l2_prefetch;
   o.cuda_l2_prefetch_mb = f.cuda_l2_prefetch_mb;
   o.cuda_mv_blocks_per_sm = f.cuda_mv_blocks_per_sm;

@@ -43,7 +43,8 @@ struct ModelFlags {
   int64_t cuda_l2_prefetch_mb = 24;  // --cuda-l2-prefetch-mb
   int cuda_mv_blocks_per_sm = 0;     // --cuda-mv-blocks-per-sm
   int cuda_moe_pipe = 2;             // --cuda-moe-pipe 0|2|4
-  int cuda_mv_short_pipe = -1;       // --cuda-mv-short-pipe -1|0|2|4 (-1: by architecture)
+  int cuda_mv_short_pipe = 0;        // --cuda-mv-short-pipe 0|2|4
+  bool cuda_prefill_sgemm = true;    // --cuda-prefill-sgemm
   bool cuda_moe_streamed_fused = true;  // --cuda-moe-streamed-fused / --no-cuda-moe-streamed-fused
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)
   std::string expert_source = "auto";  // --expert-source (CUDA, MoE models)

@@ -67,11 +67,14 @@ struct EngineOptions {
   // CUDA n = 1 int8-x matvecs of short rows with their loads pipelined 2 or 4 steps ahead (0: off;
   // same bits; helper moedec; default 2 since stop 24, when the bit tests passed over every int8-x
   // format): the routed experts' launches (CudaOptions::moe_pipe) and the
-  // other matvecs whose rows have at most 64 parts (CudaOptions::mv_short_pipe; -1, the default:
-  // 2 for qwen35moe files, 0 for dense ones, whose short rows, the default model's, lost ~4 % with
-  // it on the H200 at stop 24).
+  // other matvecs whose rows have at most 64 parts (CudaOptions::mv_short_pipe; default 0 since
+  // stop 25: on the H200 it measured 1.2 % slower on the 35B-A3B shape and no different on the
+  // default model, alternating runs).
   int cuda_moe_pipe = 2;
-  int cuda_mv_short_pipe = -1;
+  int cuda_mv_short_pipe = 0;
+  // CUDA prefill (more than 16 rows): F32 weights and matrices of at most 64 rows by FP32 cuBLAS
+  // (CudaOptions::prefill_sgemm) instead of the f16 tile kernel.
+  bool cuda_prefill_sgemm = true;
   // CUDA streamed experts (expert cache) take the resident stacks' decode launches: the fused
   // expert block at one row, the routed launches with the pipe and PDL (CudaOptions::moe_streamed_fused).
   bool cuda_moe_streamed_fused = true;

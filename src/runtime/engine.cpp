@@ -68,11 +68,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_l2_prefetch_bytes = opt.cuda_l2_prefetch ? opt.cuda_l2_prefetch_mb << 20 : 0;
   bo.cuda_mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   bo.cuda_moe_pipe = opt.cuda_moe_pipe;
-  // auto: on for MoE files only (the short rows of the 35B-A3B's experts and 2048-wide trunk
-  // gain; the default model's short rows lose ~4 % with it, H200 stop 24).
-  bo.cuda_mv_short_pipe = opt.cuda_mv_short_pipe >= 0                                   ? opt.cuda_mv_short_pipe
-                          : e->file_->get_string("general.architecture", "") == "qwen35moe" ? 2
-                                                                                           : 0;
+  bo.cuda_mv_short_pipe = opt.cuda_mv_short_pipe;
+  bo.cuda_prefill_sgemm = opt.cuda_prefill_sgemm;
   bo.cuda_moe_streamed_fused = opt.cuda_moe_streamed_fused;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;
   bo.cuda_expert_source = opt.expert_source;

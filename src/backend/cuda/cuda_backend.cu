@@ -119,6 +119,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   attn_v1_ = opt.attn_v1;
   fuse_qk_attn_ = opt.fuse_qk_attention;
   attn_wide_ = opt.attn_wide;
+  prefill_sgemm_ = opt.prefill_sgemm;
   fuse_deltanet_ = opt.fuse_deltanet;
   small_pdl_ = opt.pdl && opt.lean_kernels;
   moe_ = std::make_unique<MoeBuffers>();
@@ -364,6 +365,24 @@ void CudaBackend::mul_packed(const cudamv::PackedWeight& P, const float* x, int6
   if (n <= cudamv::kMaxRows && x_stride == k && y_stride == m) {
     cudamv::matvec(P, x, y, static_cast<int>(n), ctx_->stream());
     return;
+  }
+  // F32 weights (a MoE router, the shared expert's gate, float test models) and matrices of few
+  // rows (DeltaNet's alpha / beta, the shared expert's gate: a tile of the kernel walks all of k
+  // alone, ~1 us a 64-column step): FP32 cuBLAS on x as it is, the few rows dequantized into
+  // scratch first (exactly, as get_rows; at most kFewRows rows), rather than the tiles' f16
+  // rounding of both operands.
+  constexpr int64_t kFewRows = 64;
+  if (prefill_sgemm_ && n > gemm::kMinRows && (P.type == GgmlType::F32 || m <= kFewRows) &&
+      P.q_row_bytes % sizeof(float) == 0 && k <= (int64_t{1} << 30) && m <= (int64_t{1} << 30)) {
+    const float* w = reinterpret_cast<const float*>(P.data);
+    int64_t ws = static_cast<int64_t>(P.q_row_bytes / sizeof(float));
+    if (P.type != GgmlType::F32) {
+      auto* tile = static_cast<float*>(ctx_->scratch(static_cast<size_t>(m * k) * sizeof(float)));
+      cudamv::get_rows(P, weights_->iota, static_cast<int>(m), tile, ctx_->stream());
+      w = tile, ws = k;
+    }
+    if (weights_->gemm_tiles.sgemm(w, ws, m, k, x, x_stride, n, y, y_stride, ctx_->stream(), ctx_->capturing()))
+      return;
   }
   if (n > gemm::kMinRows && gemm::supported(P) && x_stride % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0) {
     auto* xh = static_cast<uint16_t*>(ctx_->scratch(static_cast<size_t>(n * k) * sizeof(uint16_t)));
@@ -724,6 +743,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.attn_v1 = opt.cuda_attn_v1;
   o.fuse_qk_attention = !opt.cuda_no_fuse_qk_attention;
   o.attn_wide = opt.cuda_attn_wide;
+  o.prefill_sgemm = opt.cuda_prefill_sgemm;
   o.l2_prefetch_bytes = opt.cuda_l2_prefetch_bytes;
   o.mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   o.moe_pipe = opt.cuda_moe_pipe;

@@ -74,6 +74,9 @@ struct CudaOptions {
   // The GQA kernel with 256 threads a block instead of 128 (the same tiles, sums and bits; the
   // first tile's loads before the query heads' work). Not yet run on a GPU: off until measured.
   bool attn_wide = false;
+  // Prefill (more than 16 rows): F32 weights and matrices of at most 64 rows by FP32 cuBLAS (the
+  // few rows dequantized into scratch) instead of the f16 tile kernel (CudaBackend::mul_packed).
+  bool prefill_sgemm = true;
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.
@@ -289,6 +292,7 @@ class CudaBackend final : public Backend {
   bool attn_v1_ = false;    // CudaOptions::attn_v1
   bool fuse_qk_attn_ = true;  // CudaOptions::fuse_qk_attention
   bool attn_wide_ = false;    // CudaOptions::attn_wide
+  bool prefill_sgemm_ = true;  // CudaOptions::prefill_sgemm
   bool fuse_deltanet_ = false;  // CudaOptions::fuse_deltanet
   bool small_pdl_ = true;   // the small kernels launched with PDL (pdl && lean_kernels)
   std::unique_ptr<OpProfiler> prof_;  // null unless set_profiling(true)

@@ -61,6 +61,11 @@ class Blas {
   // call has not happened yet (nothing allocated inside a capture): the caller takes gemm().
   bool gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s,
             bool capturing, int mode = 0, size_t slab_bytes = 0);
+  // y[j, r] = W[r] . x[j] for an f32 matrix W [m, k] (rows w_stride floats apart) by cublasSgemm
+  // on the f32 x itself (FP32 math: no f16 rounding of x or W; cuBLAS's split-K for matrices of
+  // few rows, where a tile of the kernel walks all k steps alone). False when not ready.
+  bool sgemm(const float* W, int64_t w_stride, int64_t m, int64_t k, const float* x, int64_t x_stride, int64_t n,
+             float* y, int64_t y_stride, cudaStream_t s, bool capturing);
 
  private:
   bool ready(bool capturing);
@@ -90,6 +95,11 @@ class Tuner {
   // y as gemm(); the first call of a shape runs every candidate twice (the last run leaves y).
   void gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s,
             bool capturing);
+  // Blas::sgemm (no tuning: one path, FP32 numerics). False: take gemm().
+  bool sgemm(const float* W, int64_t w_stride, int64_t m, int64_t k, const float* x, int64_t x_stride, int64_t n,
+             float* y, int64_t y_stride, cudaStream_t s, bool capturing) {
+    return blas_.sgemm(W, w_stride, m, k, x, x_stride, n, y, y_stride, s, capturing);
+  }
   // The candidate picked for a shape (0 when not tuned yet): for the workbench and reports.
   int picked(const cudamv::PackedWeight& W, int64_t n) const;
 

@@ -70,6 +70,19 @@ bool Blas::ready(bool capturing) {
   return true;
 }
 
+bool Blas::sgemm(const float* W, int64_t ws, int64_t m, int64_t k, const float* x, int64_t xs, int64_t n, float* y,
+                 int64_t ys, cudaStream_t s, bool capturing) {
+  if (m <= 0 || n <= 0 || !ready(capturing)) return false;
+  auto* h = static_cast<cublasHandle_t>(handle_);
+  blas_check(cublasSetStream(h, s), "cublasSetStream");
+  // y^T [m, n] (ld ys) = W (col-major k x m, ld ws, op T) x x^T (col-major k x n, ld xs)
+  const float one = 1.0f, zero = 0.0f;
+  blas_check(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                         &one, W, static_cast<int>(ws), x, static_cast<int>(xs), &zero, y, static_cast<int>(ys)),
+             "cublasSgemm");
+  return true;
+}
+
 bool Blas::gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t ys, cudaStream_t s,
                 bool capturing, int mode, size_t slab_bytes) {
   if (!supported(W) || n <= 0 || !ready(capturing)) return false;
