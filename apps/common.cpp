@@ -104,8 +104,8 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "pipelined 2 or 4 steps ahead, two rows per warp (default 0: the format's loop; the same bits)")
       ->check(CLI::IsMember({0, 2, 4}));
   app.add_flag("--cuda-prefill-sgemm,!--no-cuda-prefill-sgemm", f.cuda_prefill_sgemm,
-               "GPU prefill: F32 weights and matrices of at most 64 rows by FP32 cuBLAS (the few rows dequantized into "
-               "scratch) instead of the f16 tile kernel (default on)");
+               "GPU prefill: F32 weights (MoE routers, float models) by FP32 cuBLAS instead of the f16 tile kernel "
+               "(default on)");
   app.add_flag("--cuda-moe-streamed-fused,!--no-cuda-moe-streamed-fused", f.cuda_moe_streamed_fused,
                "GPU MoE decode with streamed experts (expert cache): one row in the fused expert block, the routed "
                "launches with --cuda-moe-pipe and PDL as over resident experts (default on; the same bits)");

@@ -72,8 +72,8 @@ struct EngineOptions {
   // default model, alternating runs).
   int cuda_moe_pipe = 2;
   int cuda_mv_short_pipe = 0;
-  // CUDA prefill (more than 16 rows): F32 weights and matrices of at most 64 rows by FP32 cuBLAS
-  // (CudaOptions::prefill_sgemm) instead of the f16 tile kernel.
+  // CUDA prefill (more than 16 rows): F32 weights by FP32 cuBLAS (CudaOptions::prefill_sgemm)
+  // instead of the f16 tile kernel.
   bool cuda_prefill_sgemm = true;
   // CUDA streamed experts (expert cache) take the resident stacks' decode launches: the fused
   // expert block at one row, the routed launches with the pipe and PDL (CudaOptions::moe_streamed_fused).

@@ -75,8 +75,8 @@ TEST(CudaGemm, TilesAndBlasSlabsEveryFormat) {
   }
 }
 
-// Blas::sgemm (CudaOptions::prefill_sgemm: F32 weights straight from their planar rows, and
-// few-row matrices dequantized into f32 scratch): FP32 operands, so within f32 rounding of the
+// Blas::sgemm (CudaOptions::prefill_sgemm: F32 weights straight from their planar rows; also
+// dequantized rows of a K-quant here): FP32 operands, so within f32 rounding of the
 // f64 reference (NMSE ~1e-14; 1e-11 held, four decades under the f16 paths' ~1e-7), for a
 // router-like F32 matrix (257 rows), a 32-row K-quant one and a 1-row gate, and strided x / y.
 TEST(CudaGemm, BlasSgemmIsFp32Exact) {

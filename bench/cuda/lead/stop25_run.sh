@@ -9,10 +9,10 @@
 set -uo pipefail
 source bench/cuda/lead/lib.sh
 lead_unpack .devcarry/lf25
-( mk /tmp/q3_4b_q4.gguf --preset qwen3_4b --type q4_0 &
+( [ "${PART:-2}" = 3 ] || mk /tmp/q3_4b_q4.gguf --preset qwen3_4b --type q4_0 &
   [ "${PART:-2}" = 2 ] && mk /tmp/q3_4b_q5k.gguf --preset qwen3_4b --type q5_K &
   [ "${PART:-2}" = 3 ] || mk /tmp/q3_4b_q8.gguf --preset qwen3_4b --type q8_0 &
-  mk /tmp/q35_27b_q4f.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random &
+  [ "${PART:-2}" = 3 ] || mk /tmp/q35_27b_q4f.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random &
   mk /dev/shm/a3b_L40.gguf --arch qwen35moe --preset 35b-a3b --layers 40 --row-pool 1024 --type q4_k & wait ) &
 MK=$!
 if [ -n "${TEST_FILTER:-}" ]; then lead_tests --gtest_filter="$TEST_FILTER"; else lead_tests; fi
@@ -22,9 +22,6 @@ if [ "${PART:-2}" = 3 ]; then
     bench a3b_pp_$r /dev/shm/a3b_L40.gguf -p 512 -n 4 -r 3
     bench a3b_pp_nosg_$r /dev/shm/a3b_L40.gguf -p 512 -n 4 -r 3 --no-cuda-prefill-sgemm
   done
-  bench q35_27b_pp /tmp/q35_27b_q4f.gguf -p 512 -n 4 -r 2
-  bench q35_27b_pp_nosg /tmp/q35_27b_q4f.gguf -p 512 -n 4 -r 2 --no-cuda-prefill-sgemm
-  bench q3_4b_q4_pp /tmp/q3_4b_q4.gguf -p 512 -n 4 -r 2
   bench a3b_L40_prof /dev/shm/a3b_L40.gguf -p 512 -n 4 -r 1 --profile
 elif [ "${PART:-2}" = 1 ]; then
   # the short pipe's default (-1: 2 for qwen35moe, 0 for dense), each against the other setting

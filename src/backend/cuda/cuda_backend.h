@@ -74,8 +74,8 @@ struct CudaOptions {
   // The GQA kernel with 256 threads a block instead of 128 (the same tiles, sums and bits; the
   // first tile's loads before the query heads' work). Not yet run on a GPU: off until measured.
   bool attn_wide = false;
-  // Prefill (more than 16 rows): F32 weights and matrices of at most 64 rows by FP32 cuBLAS (the
-  // few rows dequantized into scratch) instead of the f16 tile kernel (CudaBackend::mul_packed).
+  // Prefill (more than 16 rows): F32 weights by FP32 cuBLAS instead of the f16 tile kernel
+  // (CudaBackend::mul_packed).
   bool prefill_sgemm = true;
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always

@@ -62,8 +62,7 @@ class Blas {
   bool gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s,
             bool capturing, int mode = 0, size_t slab_bytes = 0);
   // y[j, r] = W[r] . x[j] for an f32 matrix W [m, k] (rows w_stride floats apart) by cublasSgemm
-  // on the f32 x itself (FP32 math: no f16 rounding of x or W; cuBLAS's split-K for matrices of
-  // few rows, where a tile of the kernel walks all k steps alone). False when not ready.
+  // on the f32 x itself (FP32 math: no f16 rounding of x or W). False when not ready.
   bool sgemm(const float* W, int64_t w_stride, int64_t m, int64_t k, const float* x, int64_t x_stride, int64_t n,
              float* y, int64_t y_stride, cudaStream_t s, bool capturing);
 
