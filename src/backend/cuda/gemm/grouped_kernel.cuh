@@ -23,18 +23,8 @@
 
 namespace df::cuda::gemm {
 
-// Blocks per SM the kernel is compiled for: 4 (<= 64 registers a thread; the 46 KB of shared
-// memory of a 32 x 128 tile allow 4) when a thread holds one weight part a step (kPE >= 32:
-// the K-quants, Q4_0, Q8_0, IQ4_XS), else the compiler's choice. The kernel is latency-bound
-// (one 64-column step of loads in flight a block), so resident blocks are its speed: at 65-80
-// registers those formats ran 3 blocks per SM.
-template <class S, int BN>
-constexpr int grouped_min_blocks() {
-  return (BN * (kBK / S::kPE) + kThreads - 1) / kThreads == 1 ? 4 : 1;
-}
-
 template <class S, int BM, int BN, bool kSwiglu>
-__global__ void __launch_bounds__(kThreads, grouped_min_blocks<S, BN>()) grouped_kernel(GroupedArgs g) {
+__global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
   constexpr int MI = BM / 32, NI = BN / 32;
   constexpr int kPE = S::kPE, kPartsRow = kBK / kPE, kParts = BN * kPartsRow;
   constexpr int kPPT = (kParts + kThreads - 1) / kThreads;
