@@ -173,6 +173,7 @@ namespace exact8 {
 
 constexpr int kCols = 8;   // activation rows per pass over a weight row
 constexpr int kGroup = 8;  // weight rows reduced together
+constexpr int64_t kPrefetchL1 = 2048, kPrefetchL2 = 8192;  // bytes ahead of the weight stream
 
 struct APair {  // activation blocks 2p | 2p + 1
   __m512i u;    // quants + 128 (unsigned)
@@ -203,6 +204,11 @@ void row(int64_t nb, const BlockQ8_0* w, const APair* const* a, __m512* acc_out)
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   const int64_t np = nb / 2;
   for (int64_t p = 0; p < np; ++p) {
+    // the weight stream prefetched ahead (into L1 and, further, L2), as the repacked Q4_0 and
+    // the K-quant decode kernels do: a lone core keeps more lines in flight; no value changes
+    const char* wp = reinterpret_cast<const char*>(w + 2 * p);
+    _mm_prefetch(wp + kPrefetchL1, _MM_HINT_T0);
+    _mm_prefetch(wp + kPrefetchL2, _MM_HINT_T1);
     const __m512i wq = join(quants(w[2 * p]), quants(w[2 * p + 1]));
     const __m512i ncorr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wq));
     const __m512 wd = join(simd::fp16x8(w[2 * p].d), simd::fp16x8(w[2 * p + 1].d));
