@@ -184,6 +184,13 @@ void CpuBackend::weight_file(const std::string& path, const void* base, uint64_t
   mapped_files_.push_back({b, size});
 }
 
+bool CpuBackend::prefault_weights() const {
+  uint64_t mapped = 0;
+  for (const MappedFile& f : mapped_files_) mapped += f.size;
+  const size_t avail = available_memory();
+  return avail == 0 || mapped <= avail;
+}
+
 bool CpuBackend::in_mapped_file(const void* p, size_t bytes) const {
   const auto* a = static_cast<const uint8_t*>(p);
   for (const MappedFile& f : mapped_files_)

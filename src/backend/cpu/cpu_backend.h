@@ -70,6 +70,12 @@ class CpuBackend final : public Backend {
   // Remembers the file mappings the weights point into (expert stacks inside one are counted
   // by the expert stats).
   void weight_file(const std::string& path, const void* base, uint64_t size) override;
+  // The engine reads every page of the model's files once after load, unless the files named by
+  // weight_file() take more than the memory available then (MemAvailable): reading a file larger
+  // than memory would evict what it just read and cost a whole pass over the disk at start; its
+  // pages then come in as the forward touches them (the MoE experts with the expert stats' batched
+  // fault-in).
+  bool prefault_weights() const override;
   void set_row_exact(bool on) override { exact_rows_ = on ? exact_rows_opt_ : 0; }
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
