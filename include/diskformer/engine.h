@@ -65,11 +65,10 @@ struct EngineOptions {
   int64_t cuda_l2_prefetch_mb = 24;
   int cuda_mv_blocks_per_sm = 0;
   // CUDA n = 1 int8-x matvecs of short rows with their loads pipelined 2 or 4 steps ahead (0: off;
-  // same bits; helper moedec; default 2 since stop 24, when the bit tests passed over every int8-x
-  // format): the routed experts' launches (CudaOptions::moe_pipe) and the
-  // other matvecs whose rows have at most 64 parts (CudaOptions::mv_short_pipe; default 0 since
-  // stop 25: on the H200 it measured 1.2 % slower on the 35B-A3B shape and no different on the
-  // default model, alternating runs).
+  // same bits; helper moedec): the routed experts' launches (CudaOptions::moe_pipe, default 2 since
+  // stop 24) and the other matvecs whose rows have at most 64 parts (CudaOptions::mv_short_pipe,
+  // default 0: on the H200 at stop 25 it measured 1.2 % slower on the 35B-A3B shape and no
+  // different on the default model, alternating runs).
   int cuda_moe_pipe = 2;
   int cuda_mv_short_pipe = 0;
   // CUDA prefill (more than 16 rows): F32 weights by FP32 cuBLAS (CudaOptions::prefill_sgemm)

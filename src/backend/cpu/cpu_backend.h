@@ -49,11 +49,14 @@ struct ExpertStats {
   uint64_t lookups = 0;          // expert matrices multiplied from those stacks (one per used expert a call)
   uint64_t hits = 0;             // of those, every page resident in the page cache
   uint64_t misses = 0;           // lookups - hits: some page read from the file
-  uint64_t pages_from_disk = 0;  // pages that were not resident (each counted once a call)
-  uint64_t bytes_from_disk = 0;  // pages_from_disk * the page size
+  uint64_t bytes_from_disk = 0;  // pages that were not resident (each counted once a call) x the page size
   double stall_seconds = 0;      // wall time the op thread waited for those pages (steady clock)
   double check_seconds = 0;      // wall time of the residency checks (mincore): the stats' own cost
 };
+
+// MemAvailable of /proc/meminfo in bytes (free memory plus reclaimable caches, the files'
+// mapped pages included); 0 where it cannot be read.
+size_t available_memory();
 
 class CpuBackend final : public Backend {
  public:

@@ -217,7 +217,6 @@ void CpuBackend::account_mapped_experts(const Tensor& W, int64_t m, const int64_
       continue;
     }
     ++expert_stats_.misses;
-    expert_stats_.pages_from_disk += static_cast<uint64_t>(missing);
     expert_stats_.bytes_from_disk += static_cast<uint64_t>(missing) * ps;
     any = true;
   }

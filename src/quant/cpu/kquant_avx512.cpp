@@ -133,6 +133,16 @@ struct MkWide : kquant::Mk<Ops, Policy, 2, 4, 1> {
   using Base = kquant::Mk<Ops, Policy, 2, 4, 1>;
   using WB = typename Base::WB;
   using W = Wide<Policy>;
+  // kScaleIdx.v[m][i]: the scale index of int16 lane i at step m
+  struct ScaleIdx {
+    alignas(64) int16_t v[4][32];
+  };
+  static constexpr ScaleIdx kScaleIdx = [] {
+    ScaleIdx t{};
+    for (int m = 0; m < 4; ++m)
+      for (int i = 0; i < 32; ++i) t.v[m][i] = static_cast<int16_t>(W::kScalesPerStep * m + i / W::kLanesPerScale);
+    return t;
+  }();
   template <int R, int C>
   static void tile(int64_t n, const uint8_t* const* wp, const uint8_t* const* ap, float* out) {
     if constexpr (R == 1 && C == 1)
@@ -145,12 +155,8 @@ struct MkWide : kquant::Mk<Ops, Policy, 2, 4, 1> {
     __m128 acc_m = _mm_setzero_ps();
     float summs = 0.0f;
     const __m512i sh_half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(W::kShiftHigh), 1);
-    __m512i sidx[4];  // the scale of each int16 lane at step m
-    for (int m = 0; m < 4; ++m) {
-      alignas(64) int16_t idx[32];
-      for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(W::kScalesPerStep * m + i / W::kLanesPerScale);
-      sidx[m] = _mm512_load_si512(idx);
-    }
+    __m512i sidx[4];  // the scale of each int16 lane at step m (a constant table: no per-row setup)
+    for (int m = 0; m < 4; ++m) sidx[m] = _mm512_load_si512(kScaleIdx.v[m]);
     const int64_t nb = n / kQK_K;
     for (int64_t b = 0; b < nb; ++b) {
       const WB& wb = w[b];
