@@ -120,7 +120,7 @@ def run_level(port, clients, per_client, max_tokens):
         "requests": len(results),
         "errors": errors[:5],
         "n_errors": len(errors),
-        "wall_s": round(wall, 3),
+        "wall_s": round(wall, 6),  # us: requests_per_s x wall_s must give the requests even for a wall of a few ms
         "requests_per_s": round(len(results) / wall, 3),
         "generated_tokens": gen,
         "generated_tok_per_s": round(gen / wall, 1),
