@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Lead's device run (stop 27), ONE call: df_cuda_tests (TEST_FILTER, or all) while df_make_model
+# writes the benchmark models, then the benches (bench/cuda/lead/lib.sh). Carry .devcarry/lf27,
+# packed here by
+#   bench/cuda/pack.sh .devcarry/lf27 build/diskformer build/tests/df_cuda_tests build/df_make_model
+# PART=1: the grouped MoE GEMM's weight loads one step ahead against two (--cuda-moe-gemm-ahead,
+# alternating) on the 35B-A3B pp512, and its prefill profile; PART=2 (default): the figures.
+set -uo pipefail
+source bench/cuda/lead/lib.sh
+lead_unpack .devcarry/lf27
+( [ "${PART:-2}" = 2 ] && mk /tmp/q3_4b_q4.gguf --preset qwen3_4b --type q4_0 &
+  [ "${PART:-2}" = 2 ] && mk /tmp/q3_4b_q8.gguf --preset qwen3_4b --type q8_0 &
+  [ "${PART:-2}" = 2 ] && mk /tmp/q35_27b_q4f.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random &
+  mk /dev/shm/a3b_L40.gguf --arch qwen35moe --preset 35b-a3b --layers 40 --row-pool 1024 --type q4_k & wait ) &
+MK=$!
+if [ -n "${TEST_FILTER:-}" ]; then lead_tests --gtest_filter="$TEST_FILTER"; else lead_tests; fi
+wait $MK; grep make $OUT/make.txt
+if [ "${PART:-2}" = 1 ]; then
+  for r in a b; do
+    bench a3b_pp_ahead2_$r /dev/shm/a3b_L40.gguf -p 512 -n 4 -r 3 --cuda-moe-gemm-ahead 2
+    bench a3b_pp_ahead1_$r /dev/shm/a3b_L40.gguf -p 512 -n 4 -r 3 --cuda-moe-gemm-ahead 1
+  done
+  bench a3b_L40_prof /dev/shm/a3b_L40.gguf -p 512 -n 4 -r 1 --profile
+else
+  bench default models/default.gguf -p 512 -n 128 -r 2
+  bench q3_4b_q4 /tmp/q3_4b_q4.gguf -p 512 -n 128 -r 2
+  bench q35_27b /tmp/q35_27b_q4f.gguf -p 512 -n 64 -r 1
+  bench a3b_L40 /dev/shm/a3b_L40.gguf -p 512 -n 128 -r 2
+  bench q3_4b_q8 /tmp/q3_4b_q8.gguf -p 512 -n 128 -r 2
+  bench default_spec models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt
+  bench q35_27b_spec /tmp/q35_27b_q4f.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8
+fi
+lead_collect
