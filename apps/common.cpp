@@ -67,10 +67,6 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "GPU MoE prefill (more than 16 rows): the routed experts by a grouped tensor-core GEMM (tiles of 32 "
                "slots of one expert, f16 operands, SwiGLU in the gate/up epilogue) instead of the grouped matvec "
                "(default on; within the GEMM's budget, not the matvec's bits)");
-  app.add_option("--cuda-moe-gemm-ahead", f.cuda_moe_gemm_ahead,
-                 "GPU MoE prefill GEMM: 64-column steps of weight loads in flight ahead of the products, 1 or 2 "
-                 "(default 2; the same bits)")
-      ->check(CLI::Range(1, 2));
   app.add_option("--cuda-gdn-prefill", f.cuda_gdn_prefill,
                  "GPU DeltaNet prefill (more than 16 rows): the delta rule by the token kernel (token), the chunked "
                  "f32 kernel (chunked-v1), or the chunked tensor-core kernel with tf32 or 3xTF32 operands (default "
@@ -178,7 +174,6 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
   o.cuda_moe_pdl = f.cuda_moe_pdl;
   o.cuda_moe_gemm = f.cuda_moe_gemm;
-  o.cuda_moe_gemm_ahead = f.cuda_moe_gemm_ahead;
   o.cuda_gdn_prefill = f.cuda_gdn_prefill == "token" ? 0 : f.cuda_gdn_prefill == "chunked-v1" ? 1
                        : f.cuda_gdn_prefill == "tf32" ? 2 : 3;
   o.mv_pipe = !f.mv_no_pipe;

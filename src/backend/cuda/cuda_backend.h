@@ -123,9 +123,6 @@ struct CudaOptions {
   // (EngineOptions::cuda_moe_gemm; df_cuda_tests on the H200, pp512 2.9x), off here for the
   // tests of the grouped matvec path.
   bool moe_gemm = false;
-  // The grouped GEMM's weight loads: 1 or 2 64-column steps ahead of the products (the same
-  // bits: only when the loads are issued changes; gemm/grouped_kernel.cuh kAhead2).
-  int moe_gemm_ahead = 2;
   // gated_delta_rule of more than 16 rows without snapshots (prefill; head size 32, 64 or 128,
   // q, k, v 16-byte aligned, outside a graph capture; otherwise the token kernel): 0 the token
   // kernel (ops/delta_rule.cuh, as before), 1 the chunked f32 kernel (ops/delta_rule_chunked.cuh,

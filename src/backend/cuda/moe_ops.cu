@@ -310,7 +310,6 @@ bool CudaBackend::matmul_id_gemm(const Tensor& Wg, const Tensor* Wu, int64_t n_e
   g.y_row = slot_of;
   g.x = reinterpret_cast<const __half*>(xh);
   g.y = fp(y), g.ys = fstride(y);
-  g.ahead = opt_.moe_gemm_ahead;
   return gemm::grouped_gemm(g, st);
 }
 

@@ -48,7 +48,6 @@ struct GroupedArgs {
   const __half* x;                 // xh: dense f16 [*, cols] (convert_x_f16)
   float* y;
   int64_t ys;                      // y row stride in floats
-  int ahead = 1;                   // 64-column steps of weight loads in flight: 1 or 2 (same bits)
 };
 
 // The launch (swiglu when table[1]); false when the type is not supported (nothing launched).

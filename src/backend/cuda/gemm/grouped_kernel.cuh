@@ -8,11 +8,6 @@
 //   x rows:  xh[x_row[p0 + i]]  for i < rows (others zero)
 //   y rows:  y[y_row[p0 + i]]   for i < rows
 //
-// kAhead2 (GroupedArgs::ahead == 2): the weight loads run two 64-column steps ahead (two
-// register sets, the loop unrolled by two so that each is named statically) instead of one:
-// the loads of steps kt + 1 and kt + 2 are in flight while step kt is multiplied. Only when
-// loads are issued changes: the same products in the same order, the same bits.
-//
 // kSwiglu: the block's BN weight rows are BN/2 rows of the gate stack and the same BN/2 rows
 // of the up stack (warps 0..3 along weight rows: wn 0, 1 gate, wn 2, 3 up); the epilogue
 // stages the f32 tile in shared memory and writes y = silu(gate) * up (act_swiglu) for BN/2
@@ -28,7 +23,7 @@
 
 namespace df::cuda::gemm {
 
-template <class S, int BM, int BN, bool kSwiglu, bool kAhead2>
+template <class S, int BM, int BN, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
   constexpr int MI = BM / 32, NI = BN / 32;
   constexpr int kPE = S::kPE, kPartsRow = kBK / kPE, kParts = BN * kPartsRow;
@@ -69,8 +64,7 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
     }
     cp_async_commit();
   };
-  using Regs = typename S::Regs;
-  Regs regs[kPPT];
+  typename S::Regs regs[kPPT];
   // weight row r of the block tile: its view and row
   auto b_row = [&](int r, int& which) -> int64_t {
     if constexpr (kSwiglu) {
@@ -81,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
       return m0 + r;
     }
   };
-  auto load_b = [&](int kt, Regs (&dst)[kPPT]) {
+  auto load_b = [&](int kt) {
 #pragma unroll
     for (int i = 0; i < kPPT; ++i) {
       const int p = tid + i * kThreads;
@@ -89,11 +83,11 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
         const int r = p / kPartsRow, pt = p % kPartsRow;
         int which;
         const int64_t row = b_row(r, which);
-        S::load(v[which], row < m ? row : m - 1, kt * kPartsRow + pt, dst[i]);
+        S::load(v[which], row < m ? row : m - 1, kt * kPartsRow + pt, regs[i]);
       }
     }
   };
-  auto store_b = [&](int buf, const Regs (&src)[kPPT]) {
+  auto store_b = [&](int buf) {
 #pragma unroll
     for (int i = 0; i < kPPT; ++i) {
       const int p = tid + i * kThreads;
@@ -102,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
         int which;
         const bool ok = b_row(r, which) < m;
         float w[kPE];
-        S::dequant(v[which], src[i], w);
+        S::dequant(v[which], regs[i], w);
         __half* dst = Bs + (buf * BN + r) * kLds + pt * kPE;
         if constexpr (kPE % 8 == 0) {
 #pragma unroll
@@ -157,44 +151,21 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
   };
 
   load_a(0, 0);
-  load_b(0, regs);
-  Regs regs2[kPPT];  // kAhead2: the second register set
-  if constexpr (kAhead2)
-    if (KT > 1) load_b(1, regs2);
-  store_b(0, regs);
-  if constexpr (!kAhead2) {
+  load_b(0);
+  store_b(0);
+  cp_async_wait_all();
+  __syncthreads();
+  for (int kt = 0; kt < KT; ++kt) {
+    const int cur = kt & 1;
+    const bool more = kt + 1 < KT;
+    if (more) {
+      load_a(kt + 1, cur ^ 1);
+      load_b(kt + 1);
+    }
+    compute(cur);
+    if (more) store_b(cur ^ 1);
     cp_async_wait_all();
     __syncthreads();
-    for (int kt = 0; kt < KT; ++kt) {
-      const int cur = kt & 1;
-      const bool more = kt + 1 < KT;
-      if (more) {
-        load_a(kt + 1, cur ^ 1);
-        load_b(kt + 1, regs);
-      }
-      compute(cur);
-      if (more) store_b(cur ^ 1, regs);
-      cp_async_wait_all();
-      __syncthreads();
-    }
-  } else {
-    // At the top of step kt: its weights in shared memory (stage kt & 1), step kt + 1's loads
-    // in flight into `next`, `free` unused (step kt's set, stored by the step before).
-    cp_async_wait_all();
-    __syncthreads();
-    auto step = [&](int kt, Regs (&next)[kPPT], Regs (&free)[kPPT]) {
-      const int cur = kt & 1;
-      if (kt + 1 < KT) load_a(kt + 1, cur ^ 1);
-      if (kt + 2 < KT) load_b(kt + 2, free);
-      compute(cur);
-      if (kt + 1 < KT) store_b(cur ^ 1, next);
-      cp_async_wait_all();
-      __syncthreads();
-    };
-    for (int kt = 0; kt < KT; kt += 2) {
-      step(kt, regs2, regs);
-      if (kt + 1 < KT) step(kt + 1, regs, regs2);
-    }
   }
 
   if constexpr (!kSwiglu) {
@@ -239,26 +210,20 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
   }
 }
 
-template <class S, int BM, int BN, bool kSwiglu, bool kAhead2>
+template <class S, int BM, int BN, bool kSwiglu>
 void launch_grouped_tile(const GroupedArgs& g, cudaStream_t s) {
   constexpr int kCols = kSwiglu ? BN / 2 : BN;
-  cudaFuncSetAttribute(grouped_kernel<S, BM, BN, kSwiglu, kAhead2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute(grouped_kernel<S, BM, BN, kSwiglu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(smem_bytes<BM, BN>()));
   const dim3 grid(static_cast<unsigned>((g.rows + kCols - 1) / kCols), static_cast<unsigned>(g.max_tiles));
-  grouped_kernel<S, BM, BN, kSwiglu, kAhead2><<<grid, kThreads, smem_bytes<BM, BN>(), s>>>(g);
+  grouped_kernel<S, BM, BN, kSwiglu><<<grid, kThreads, smem_bytes<BM, BN>(), s>>>(g);
   check_launch_gemm("grouped gemm");
-}
-
-template <class S, bool kSwiglu>
-void launch_grouped_ahead(const GroupedArgs& g, cudaStream_t s) {
-  if (g.ahead >= 2) launch_grouped_tile<S, kGroupedBM, 128, kSwiglu, true>(g, s);
-  else launch_grouped_tile<S, kGroupedBM, 128, kSwiglu, false>(g, s);
 }
 
 template <class S>
 void launch_grouped_source(const GroupedArgs& g, cudaStream_t s) {
-  if (g.table[1]) launch_grouped_ahead<S, true>(g, s);
-  else launch_grouped_ahead<S, false>(g, s);
+  if (g.table[1]) launch_grouped_tile<S, kGroupedBM, 128, true>(g, s);
+  else launch_grouped_tile<S, kGroupedBM, 128, false>(g, s);
 }
 
 // The launch of g.type among Ss; false when none matches.
