@@ -67,6 +67,10 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "GPU MoE prefill (more than 16 rows): the routed experts by a grouped tensor-core GEMM (tiles of 32 "
                "slots of one expert, f16 operands, SwiGLU in the gate/up epilogue) instead of the grouped matvec "
                "(default on; within the GEMM's budget, not the matvec's bits)");
+  app.add_flag("--cuda-copy-batch,!--no-cuda-copy-batch", f.cuda_copy_batch,
+               "GPU: a sequence's recurrent-state copies (zeroing, snapshot slot after a verify, checkpoints) and "
+               "the gated attention's q / gate split in one launch each instead of one copy per tensor (default "
+               "on; the same bytes)");
   app.add_option("--cuda-gdn-prefill", f.cuda_gdn_prefill,
                  "GPU DeltaNet prefill (more than 16 rows): the delta rule by the token kernel (token), the chunked "
                  "f32 kernel (chunked-v1), or the chunked tensor-core kernel with tf32 or 3xTF32 operands (default "
@@ -103,6 +107,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "GPU one-row int8-x matvecs whose rows have at most 64 parts (2048 columns of Q4_K) with their loads "
                  "pipelined 2 or 4 steps ahead, two rows per warp (default 0: the format's loop; the same bits)")
       ->check(CLI::IsMember({0, 2, 4}));
+  app.add_option("--cuda-mv-tma-kb", f.cuda_mv_tma_kb,
+                 "GPU one-row Q4_0 / Q8_0 matvecs by the bulk-copy kernel: weights streamed into a shared-memory ring "
+                 "of this many KiB a block (x included), one block per SM, so that the next launch's block streams "
+                 "its weights while this one computes (default 0: off; the same bits)")
+      ->check(CLI::Range(0, 200));
   app.add_flag("--cuda-prefill-sgemm,!--no-cuda-prefill-sgemm", f.cuda_prefill_sgemm,
                "GPU prefill: F32 weights (MoE routers, float models) by FP32 cuBLAS instead of the f16 tile kernel "
                "(default on)");
@@ -174,6 +183,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
   o.cuda_moe_pdl = f.cuda_moe_pdl;
   o.cuda_moe_gemm = f.cuda_moe_gemm;
+  o.cuda_copy_batch = f.cuda_copy_batch;
   o.cuda_gdn_prefill = f.cuda_gdn_prefill == "token" ? 0 : f.cuda_gdn_prefill == "chunked-v1" ? 1
                        : f.cuda_gdn_prefill == "tf32" ? 2 : 3;
   o.mv_pipe = !f.mv_no_pipe;
@@ -187,6 +197,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_mv_blocks_per_sm = f.cuda_mv_blocks_per_sm;
   o.cuda_moe_pipe = f.cuda_moe_pipe;
   o.cuda_mv_short_pipe = f.cuda_mv_short_pipe;
+  o.cuda_mv_tma_kb = f.cuda_mv_tma_kb;
   o.cuda_moe_streamed_fused = f.cuda_moe_streamed_fused;
   o.expert_cache_mb = f.expert_cache_mb;
   o.expert_source = f.expert_source;

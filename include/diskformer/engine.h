@@ -50,6 +50,7 @@ struct EngineOptions {
   bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = true;              // CudaOptions::moe_pdl (df_cuda_tests on the H200, helper moe4)
   bool cuda_moe_gemm = true;             // CudaOptions::moe_gemm (df_cuda_tests on the H200, helper moegemm)
+  bool cuda_copy_batch = true;           // CudaOptions::copy_batch: a state's copies in one launch
   // CudaOptions::gdn_prefill: the DeltaNet prefill's delta rule, 0 token kernel, 1 chunked f32
   // ("v1"), 2 chunked tensor cores tf32, 3 chunked tensor cores 3xTF32 (helper gdnpre).
   int cuda_gdn_prefill = 3;
@@ -71,6 +72,9 @@ struct EngineOptions {
   // different on the default model, alternating runs).
   int cuda_moe_pipe = 2;
   int cuda_mv_short_pipe = 0;
+  // CUDA n = 1 Q4_0 / Q8_0 matvecs by the bulk-copy kernel in this many KiB of shared memory a block
+  // (CudaOptions::mv_tma_bytes; 0: off; same bits).
+  int cuda_mv_tma_kb = 0;
   // CUDA prefill (more than 16 rows): F32 weights by FP32 cuBLAS (CudaOptions::prefill_sgemm)
   // instead of the f16 tile kernel.
   bool cuda_prefill_sgemm = true;

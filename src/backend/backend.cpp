@@ -53,6 +53,10 @@ Tensor alloc_tensor(Backend& b, GgmlType type, int64_t cols, int64_t rows,
 
 // ---- the fused ops' unfused defaults ----
 
+void Backend::copy_batch(std::span<const CopyPair> pairs) {
+  for (const CopyPair& p : pairs) copy(p.src, p.dst);
+}
+
 void Backend::norm_matmuls(const Tensor& x, const Tensor& norm, float eps, const Tensor& xn,
                            std::span<const Projection> proj) {
   rms_norm(x, norm, eps, xn);

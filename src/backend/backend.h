@@ -219,6 +219,12 @@ class Backend {
   virtual void add(const Tensor& x, const Tensor& y) = 0;
   // dst rows = src rows (same shape and type)
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  // copy(p.src, p.dst) for every pair, in order. No pair's destination may overlap another
+  // pair's source or destination (a backend may run the copies together, in one launch).
+  struct CopyPair {
+    Tensor src, dst;
+  };
+  virtual void copy_batch(std::span<const CopyPair> pairs);
 
   // ---- fused ops ----
   // Each one's default implementation runs exactly the ops its comment names, in that order:

@@ -257,8 +257,9 @@ void attention_core(Backend& b, const AttnWeights& W, const AttnShape& s, AttnSc
   const Tensor att = t.att.slice_rows(0, n);
   if (W.gated) {
     const Tensor qg = t.qg.slice_rows(0, n), gate = t.gate.slice_rows(0, n);
-    b.copy(head_half(qg, nh, hd, 0), q.reshape(hd));          // q [n, n_head * hd]
-    b.copy(head_half(qg, nh, hd, 1), gate.reshape(hd));       // gate [n, n_head * hd]
+    const Backend::CopyPair split[] = {{head_half(qg, nh, hd, 0), q.reshape(hd)},       // q [n, n_head * hd]
+                                       {head_half(qg, nh, hd, 1), gate.reshape(hd)}};  // gate [n, n_head * hd]
+    b.copy_batch(split);
   }
   RopeParams rq = s.rope, rk = s.rope;
   rq.n_head = s.attn.n_head;

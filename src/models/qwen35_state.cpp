@@ -3,6 +3,7 @@
 // preallocated checkpoint buffers.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "models/qwen35_parts.h"
@@ -57,8 +58,10 @@ State::State(Backend& b, const Hparams& hp, const StateOptions& opt) : backend_(
 
 void State::begin(int64_t pos0) {
   if (pos0 == 0) {  // a new sequence: recurrent and conv states start at zero
-    for (const auto& t : live.conv) backend_.copy(zero_conv_, t);
-    for (const auto& t : live.ssm) backend_.copy(zero_ssm_, t);
+    std::vector<Backend::CopyPair> z;
+    for (const auto& t : live.conv) z.push_back({zero_conv_, t});
+    for (const auto& t : live.ssm) z.push_back({zero_ssm_, t});
+    backend_.copy_batch(z);
   } else if (!rewindable() && pos0 != pos) {
     throw Error("forward at position " + std::to_string(pos0) + ", but the recurrent state is at " +
                 std::to_string(pos) + " (restore a checkpoint first)");
@@ -81,10 +84,12 @@ void State::accept(int64_t n_rows) {
     if (!last_snapshots_) throw Error("accept: the last forward kept no snapshots (ForwardOptions::snapshots)");
     // Slot n_rows - 1 holds the state after row n_rows - 1: copy it over the live state.
     const int64_t H = hp_.info.ssm_conv_kernel - 1, Hs = hp_.info.ssm_v_heads * hp_.info.ssm_state;
+    std::vector<Backend::CopyPair> c;
     for (size_t i = 0; i < live.conv.size(); ++i) {
-      backend_.copy(snap.conv[i].slice_rows((n_rows - 1) * H, H), live.conv[i]);
-      backend_.copy(snap.ssm[i].slice_rows((n_rows - 1) * Hs, Hs), live.ssm[i]);
+      c.push_back({snap.conv[i].slice_rows((n_rows - 1) * H, H), live.conv[i]});
+      c.push_back({snap.ssm[i].slice_rows((n_rows - 1) * Hs, Hs), live.ssm[i]});
     }
+    backend_.copy_batch(c);
   }
   pos = last_pos0_ + n_rows;
   last_n_ = n_rows;  // slots 0 .. n_rows-1 still hold this forward's states
@@ -109,10 +114,12 @@ std::unique_ptr<StateCheckpoint> State::capture(int64_t at) {
       break;
     }
   if (!c->set) c->set = std::make_shared<RecurrentSet>(RecurrentSet::make(backend_, hp_, live.conv.empty() ? 0 : 1));
+  std::vector<Backend::CopyPair> cp;
   for (size_t i = 0; i < live.conv.size(); ++i) {
-    backend_.copy(live.conv[i], c->set->conv[i]);
-    backend_.copy(live.ssm[i], c->set->ssm[i]);
+    cp.push_back({live.conv[i], c->set->conv[i]});
+    cp.push_back({live.ssm[i], c->set->ssm[i]});
   }
+  backend_.copy_batch(cp);
   c->bytes = c->set->bytes;
   return c;
 }
@@ -120,10 +127,12 @@ std::unique_ptr<StateCheckpoint> State::capture(int64_t at) {
 void State::restore(const StateCheckpoint& base) {
   const auto* c = dynamic_cast<const Checkpoint*>(&base);
   if (!c || c->owner != this) throw Error("restore: the checkpoint was not captured from this session's state");
+  std::vector<Backend::CopyPair> cp;
   for (size_t i = 0; i < live.conv.size(); ++i) {
-    backend_.copy(c->set->conv[i], live.conv[i]);
-    backend_.copy(c->set->ssm[i], live.ssm[i]);
+    cp.push_back({c->set->conv[i], live.conv[i]});
+    cp.push_back({c->set->ssm[i], live.ssm[i]});
   }
+  backend_.copy_batch(cp);
   pos = c->pos;
   last_n_ = 0;
 }

@@ -12,6 +12,7 @@
 
 #include "../unit/op_test_util.h"
 #include "cuda_test_util.h"
+#include "common/error.h"
 #include "quant/cpu/kernels.h"
 
 #include <cuda_runtime_api.h>
@@ -201,6 +202,48 @@ TEST(CudaOps, Elementwise) {
     return {get_f32(b, o.t), get_f32(b, s.t), get_f32(b, a.t), get_f32(b, y1.t), get_f32(b, y2.t),
             get_f32(b, y3.t), get_f32(b, sp.t), get_f32(b, dst.t)};
   }, 1e-10, "elementwise");
+}
+
+// copy_batch (one launch per 32 pairs) against one copy per pair, bit for bit: 40 pairs (two
+// launches) of contiguous f32 rows (a 2 MB item, the recurrent state's size), 12-byte rows (the
+// 4-byte path), strided halves of wider rows (the attention's q / gate split), 6-byte F16 rows
+// (the byte path), an empty pair; a destination overlapping another pair is refused.
+TEST(CudaOps, CopyBatchIsTheCopiesBits) {
+  DF_REQUIRE_GPU();
+  Backend& b = *gpu();
+  std::vector<Held> src, one, batch;
+  std::vector<Backend::CopyPair> singles, pairs;
+  for (int i = 0; i < 40; ++i) {
+    const int kind = i % 5;
+    const int64_t cols = kind == 0 ? 512 : kind == 1 ? 3 : kind == 2 ? 100 : kind == 3 ? 3 : 7;
+    const int64_t rows = kind == 0 ? 1024 : kind == 4 ? 0 : 9 + i;
+    const GgmlType t = kind == 3 ? GgmlType::F16 : GgmlType::F32;
+    std::vector<uint8_t> bytes(static_cast<size_t>(std::max<int64_t>(rows, 1) * cols * 4));
+    for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<uint8_t>(k * 131 + static_cast<size_t>(i) * 7 + 1);
+    src.push_back(put(b, t, cols, std::max<int64_t>(rows, 1), bytes.data()));
+    Tensor s = src.back().t.slice_rows(0, rows);
+    int64_t dcols = cols;
+    if (kind == 2) {  // the odd halves of 100-column rows (stride 400 bytes, 200 copied)
+      s.data = static_cast<float*>(s.data) + 50;
+      s.cols = dcols = 50;
+    }
+    const std::vector<uint8_t> poison(static_cast<size_t>(std::max<int64_t>(rows, 1) * dcols * 4), 0xA5);
+    one.push_back(put(b, t, dcols, std::max<int64_t>(rows, 1), poison.data()));
+    batch.push_back(put(b, t, dcols, std::max<int64_t>(rows, 1), poison.data()));
+    singles.push_back({s, one.back().t.slice_rows(0, rows)});
+    pairs.push_back({s, batch.back().t.slice_rows(0, rows)});
+  }
+  for (const auto& p : singles) b.copy(p.src, p.dst);
+  b.copy_batch(pairs);
+  for (size_t i = 0; i < one.size(); ++i) {
+    std::vector<uint8_t> x(one[i].t.nbytes()), y(batch[i].t.nbytes());
+    b.download(one[i].t, x.data(), x.size());
+    b.download(batch[i].t, y.data(), y.size());
+    EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size())) << "pair " << i;
+  }
+  // overlapping: pair 1 writes into pair 0's destination
+  const std::vector<Backend::CopyPair> bad = {{src[1].t, batch[1].t}, {src[1].t.slice_rows(0, 2), batch[1].t.slice_rows(3, 2)}};
+  EXPECT_THROW(b.copy_batch(bad), Error);
 }
 
 TEST(CudaOps, L2NormStridedView) {

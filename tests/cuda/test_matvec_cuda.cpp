@@ -352,6 +352,78 @@ TEST(MatvecCudaL2Prefetch, PrefetchGivesTheSameBits) {
   }
 }
 
+// The bulk-copy kernel (PackedWeight::tma_bytes, kernels_tma.cuh) against mv_kernel, bit for bit:
+// Q4_0 and Q8_0 at one row, plain launches of several shapes (whole rows in one chunk, rows in
+// several chunks, a partial last group), rings of several sizes and one or two blocks per SM,
+// and the decode's fusions (norm + three matrices with store / accumulate / sigmoid epilogues,
+// the norm + SwiGLU pair). Each case asserts that the bulk-copy kernel did run.
+TEST(MatvecCudaTma, BulkCopyGivesTheSameBits) {
+  DF_SKIP_WITHOUT_GPU();
+  Context ctx(true, true, true);
+  struct Cfg {
+    int64_t bytes;
+    int per_sm;
+  };
+  const Cfg cfgs[] = {{100 << 10, 0}, {48 << 10, 0}, {110 << 10, 2}, {180 << 10, 1}};
+  auto set = [](PackedWeight* w, const Cfg& c) {
+    if (w) w->tma_bytes = c.bytes, w->blocks_per_sm = c.per_sm;
+  };
+  auto run = [&](PackedWeight& W, const float* x, float* y, int64_t ny, const Cfg& c, const MatvecFusion& fu,
+                 PackedWeight* more0, PackedWeight* more1, bool want_tma) {
+    set(&W, c), set(more0, c), set(more1, c);
+    EXPECT_EQ(matvec_takes_tma(W, 1, fu), want_tma) << c.bytes << " " << c.per_sm;
+    EXPECT_EQ(cudaMemset(y, 0, ny * 4), cudaSuccess);  // the accumulate epilogue adds into zeros
+    EXPECT_TRUE(matvec_fused(W, x, y, 1, fu, nullptr));
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> h(static_cast<size_t>(ny));
+    EXPECT_EQ(cudaMemcpy(h.data(), y, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (float f : h) EXPECT_TRUE(std::isfinite(f));
+    return h;
+  };
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
+    const int64_t shapes[][2] = {{67, 768}, {9000, 512}, {4500, 2560}, {2560, 9728}, {1003, 4096}};
+    for (const auto& sh : shapes) {
+      const int64_t rows = sh[0], cols = sh[1];
+      SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      const auto blocks = testing::random_blocks(t, cols, rows, 80 + rows);
+      PackedWeight W = pack_weight(ctx, t, cols, rows, blocks.data());
+      const auto x = testing::random_x(cols, 81 + rows);
+      DeviceBuffer<float> dx(x.size()), dy(rows);
+      ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      const auto a = run(W, dx.p, dy.p, rows, Cfg{0, 0}, MatvecFusion{}, nullptr, nullptr, false);
+      for (const Cfg& c : cfgs) {
+        const auto b = run(W, dx.p, dy.p, rows, c, MatvecFusion{}, nullptr, nullptr, true);
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << c.bytes << " " << c.per_sm;
+      }
+    }
+    const int64_t cols = 2560, r0 = 1024, r1 = 256, r2 = 96;
+    SCOPED_TRACE(std::string(type_name(t)) + " fused");
+    const auto b0 = testing::random_blocks(t, cols, r0, 90), b1 = testing::random_blocks(t, cols, r1, 91),
+               b2 = testing::random_blocks(t, cols, r2, 92), b3 = testing::random_blocks(t, cols, r0, 93);
+    PackedWeight W0 = pack_weight(ctx, t, cols, r0, b0.data()), W1 = pack_weight(ctx, t, cols, r1, b1.data()),
+                 W2 = pack_weight(ctx, t, cols, r2, b2.data()), W3 = pack_weight(ctx, t, cols, r0, b3.data());
+    const auto x = testing::random_x(cols, 94), nw = testing::random_x(cols, 95);
+    DeviceBuffer<float> dx(cols), dn(cols), dy(r0 + r1 + r2);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), cols * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dn.p, nw.data(), cols * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    MatvecFusion fu;
+    fu.more[0] = &W1, fu.more[1] = &W2;
+    fu.y_more[0] = dy.p + r0, fu.y_more[1] = dy.p + r0 + r1;
+    fu.epi[0] = 0, fu.epi[1] = 1, fu.epi[2] = 2;
+    fu.norm_w = dn.p, fu.eps = 1e-6f;
+    MatvecFusion sw;
+    sw.more[0] = &W3, sw.swiglu = true, sw.norm_w = dn.p, sw.eps = 1e-6f;
+    const auto a = run(W0, dx.p, dy.p, r0 + r1 + r2, Cfg{0, 0}, fu, &W1, &W2, false);
+    const auto c = run(W0, dx.p, dy.p, r0, Cfg{0, 0}, sw, &W3, nullptr, false);
+    for (const Cfg& g : cfgs) {
+      const auto b = run(W0, dx.p, dy.p, r0 + r1 + r2, g, fu, &W1, &W2, true);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << g.bytes << " " << g.per_sm;
+      const auto d = run(W0, dx.p, dy.p, r0, g, sw, &W3, nullptr, true);
+      ASSERT_EQ(std::memcmp(c.data(), d.data(), c.size() * 4), 0) << g.bytes << " " << g.per_sm;
+    }
+  }
+}
+
 TEST(MatvecCudaErrors, BadArguments) {
   DF_SKIP_WITHOUT_GPU();
   EXPECT_THROW(packed_bytes(GgmlType::Q4_K, 100, 4), Error);  // not a multiple of 256

@@ -16,6 +16,7 @@
 #include "backend/cuda/packed_weights.h"
 #include "backend/cuda/ops/argmax.cuh"
 #include "backend/cuda/ops/attention.cuh"
+#include "backend/cuda/ops/copy_batch.cuh"
 #include "backend/cuda/ops/delta_rule.cuh"
 #include "backend/cuda/ops/delta_rule_chunked.cuh"
 #include "backend/cuda/ops/delta_rule_chunked_tc.cuh"
@@ -114,6 +115,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl, opt.mv_pipe, opt.mv_pipe_rows);
   weights_->tables.set_l2_prefetch(opt.l2_prefetch_bytes, opt.mv_blocks_per_sm);
   weights_->tables.set_short_pipe(opt.mv_short_pipe);
+  weights_->tables.set_tma(opt.mv_tma_bytes);
   fuse_ = opt.fuse;
   lean_ = opt.lean_kernels;
   attn_v1_ = opt.attn_v1;
@@ -513,6 +515,48 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
              "copy");
 }
 
+void CudaBackend::copy_batch(std::span<const CopyPair> pairs) {
+  if (!opt_.copy_batch) {
+    Backend::copy_batch(pairs);
+    return;
+  }
+  OpScope ps(prof_.get(), "copy_batch");
+  std::vector<CopyItem> items;
+  items.reserve(pairs.size());
+  // byte ranges [first, last) of a strided matrix (its rows' spans)
+  auto span_of = [](const void* p, size_t stride, int64_t rows, size_t rb) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return std::pair<const uint8_t*, const uint8_t*>(b, b + stride * static_cast<size_t>(rows - 1) + rb);
+  };
+  for (const CopyPair& p : pairs) {
+    check(same_shape(p.src, p.dst) && p.src.type == p.dst.type, "copy_batch shapes");
+    if (p.src.rows == 0) continue;
+    const size_t rb = row_bytes(p.src.type, p.src.cols);
+    items.push_back(CopyItem{static_cast<const uint8_t*>(p.src.data), static_cast<uint8_t*>(p.dst.data),
+                             static_cast<int64_t>(rb), p.src.rows, static_cast<int64_t>(p.src.stride),
+                             static_cast<int64_t>(p.dst.stride)});
+  }
+  // the copies of one launch run together: a destination may not overlap any other pair's bytes
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto d = span_of(items[i].dst, static_cast<size_t>(items[i].dst_stride), items[i].rows,
+                           static_cast<size_t>(items[i].row_bytes));
+    for (size_t j = 0; j < items.size(); ++j) {
+      if (j == i) continue;
+      const auto s = span_of(items[j].src, static_cast<size_t>(items[j].src_stride), items[j].rows,
+                             static_cast<size_t>(items[j].row_bytes));
+      const auto o = span_of(items[j].dst, static_cast<size_t>(items[j].dst_stride), items[j].rows,
+                             static_cast<size_t>(items[j].row_bytes));
+      check(!(d.first < s.second && s.first < d.second) && !(d.first < o.second && o.first < d.second),
+            "copy_batch: a destination overlaps another pair's source or destination");
+    }
+  }
+  ctx_->make_current();
+  ++i32_epoch_;
+  for (size_t i = 0; i < items.size(); i += kMaxCopyItems)
+    launch_copy_batch(items.data() + i, static_cast<int>(std::min<size_t>(kMaxCopyItems, items.size() - i)),
+                      ctx_->stream());
+}
+
 void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& y) {
   OpScope ps(prof_.get(), op == UnaryOp::SILU ? "silu" : op == UnaryOp::SIGMOID ? "sigmoid" : "softplus");
   check(is_f32(x) && is_f32(y) && same_shape(x, y), "unary shapes");
@@ -727,6 +771,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.fuse_deltanet = opt.cuda_fuse_deltanet;
   o.moe_pdl = opt.cuda_moe_pdl;
   o.moe_gemm = opt.cuda_moe_gemm;
+  o.copy_batch = opt.cuda_copy_batch;
   o.gdn_prefill = opt.cuda_gdn_prefill;
   o.mv_pipe = !opt.cuda_mv_no_pipe;
   o.mv_pipe_rows = !opt.cuda_mv_no_pipe_rows;
@@ -738,6 +783,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   o.moe_pipe = opt.cuda_moe_pipe;
   o.mv_short_pipe = opt.cuda_mv_short_pipe;
+  o.mv_tma_bytes = static_cast<int64_t>(opt.cuda_mv_tma_kb) << 10;
   o.moe_streamed_fused = opt.cuda_moe_streamed_fused;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;

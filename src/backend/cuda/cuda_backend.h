@@ -123,6 +123,9 @@ struct CudaOptions {
   // (EngineOptions::cuda_moe_gemm; df_cuda_tests on the H200, pp512 2.9x), off here for the
   // tests of the grouped matvec path.
   bool moe_gemm = false;
+  // copy_batch in one launch per 32 pairs (ops/copy_batch.cuh); false: a cudaMemcpy2DAsync per
+  // pair (Backend::copy_batch). The same bytes either way.
+  bool copy_batch = true;
   // gated_delta_rule of more than 16 rows without snapshots (prefill; head size 32, 64 or 128,
   // q, k, v 16-byte aligned, outside a graph capture; otherwise the token kernel): 0 the token
   // kernel (ops/delta_rule.cuh, as before), 1 the chunked f32 kernel (ops/delta_rule_chunked.cuh,
@@ -146,6 +149,9 @@ struct CudaOptions {
   // same bits (CudaOps.MoePipeIsThePlainBits).
   int moe_pipe = 0;
   int mv_short_pipe = 0;
+  // n = 1 Q4_0 / Q8_0 matvecs by the bulk-copy kernel (matvec/kernels_tma.cuh) in this much shared
+  // memory a block (cudamv::Context::set_tma; 0: mv_kernel). The same bits.
+  int64_t mv_tma_bytes = 0;
   // Streamed experts (expert_cache_bytes) take the resident stacks' decode launches: one row
   // runs the fused expert block (4 launches after the router, the shared expert as the slot
   // of id E outside the cache's tables: cudamv::MatvecFusion::extra; then the cache's three
@@ -205,6 +211,8 @@ class CudaBackend final : public Backend {
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& src, const Tensor& dst) override;
+  // One launch per 32 pairs (ops/copy_batch.cuh); overlapping pairs are an error.
+  void copy_batch(std::span<const CopyPair> pairs) override;
   void unary(UnaryOp op, const Tensor& x, const Tensor& y) override;
   void sigmoid_mul(const Tensor& gate, const Tensor& x, const Tensor& out) override;
   void softplus_scale(const Tensor& x, const Tensor& bias, const Tensor& scale, const Tensor& out) override;

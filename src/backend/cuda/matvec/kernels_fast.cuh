@@ -20,6 +20,16 @@ namespace df::cudamv {
 
 constexpr int kWarps = 8;  // warps per block
 
+// Warps per output row of a launch: rows (SwiGLU pairs count twice) spread over at least
+// ~8448 warp-rows (two blocks of 16 rows per SM for two waves on the H200's 132 SMs),
+// at most 8, and no more than leave every thread a part. A function of the matrices alone
+// (never of n): a row's summation order, and so its bits, are the same for every n.
+__host__ __device__ inline int mv_wpr(int64_t row_units, int64_t nparts) {
+  int w = 1;
+  while (w < kWarps && row_units * w < 8448 && nparts >= 64 * w) w *= 2;
+  return w;
+}
+
 // x row stride in shared memory (floats): 4 floats of padding per 32 elements.
 __host__ __device__ constexpr int64_t xs_stride(int64_t cols) { return cols + 4 * ((cols + 31) / 32); }
 __device__ __forceinline__ int xs_off(int e) { return e + 4 * (e >> 5); }
@@ -101,9 +111,47 @@ __device__ __forceinline__ void stage_x(float* xs, const float* __restrict__ x, 
   __syncthreads();
 }
 
+// The int8-x kernels' prologue (every thread of the block): x rows [N, cols] rounded into xq
+// (xq.cuh), normed first when f.norm_w (the f32 copy in xs, rows of `stride` floats: the order
+// of rms_norm_rows, the same bits as unfused), from a staged copy when f.stage_x, else straight
+// from global memory. Ends with the block synchronised.
+template <class A, int N>
+__device__ __forceinline__ void int8x_prologue(float* xs, uint8_t* xq, const float* __restrict__ x, int cols, int stride,
+                                               const MvFuse& f) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (f.norm_w) {  // the f32 copy, its rows' RMS scales, then the normed rows rounded
+    stage_x<N>(xs, x, cols, stride);
+    __shared__ float row_scale8[N];
+    if (warp < N) {  // the order of rms_norm_rows (mv_fuse.cuh): the same bits as unfused
+      const float* xr = xs + warp * stride;
+      const float sc = rms_scale_of(cols, f.eps, [&](int c) { return xr[xs_off(c)]; });
+      if (lane == 0) row_scale8[warp] = sc;
+    }
+    __syncthreads();
+    quantize_x<A::kPartElems, A::kQ8K>(
+        [&](int j, int c) {
+          const float4 a = *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c));
+          const float sc = row_scale8[j];
+          return make_float4(rms_apply(a.x, sc, f.norm_w[c]), rms_apply(a.y, sc, f.norm_w[c + 1]),
+                             rms_apply(a.z, sc, f.norm_w[c + 2]), rms_apply(a.w, sc, f.norm_w[c + 3]));
+        },
+        N, cols, xq);
+  } else if (f.stage_x) {  // the same values, from the staged copy
+    stage_x<N>(xs, x, cols, stride);
+    quantize_x<A::kPartElems, A::kQ8K>(
+        [&](int j, int c) { return *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c)); }, N, cols, xq);
+  } else {
+    quantize_x<A::kPartElems, A::kQ8K>(
+        [&](int j, int c) { return __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(j) * cols + c)); }, N,
+        cols, xq);
+  }
+  __syncthreads();
+}
+
 // A planar format of dev_fast.cuh (or dev_dp4a.cuh): its 16-byte words and meta are loaded ahead.
 template <class F>
 struct PlanarAdapter {
+  using Format = F;
   static constexpr GgmlType kType = F::kType;
   static constexpr int kPartElems = F::kPartElems, kLoads = F::kLoads;
   static constexpr bool kSums = F::kSums, kGlobalX = F::kGlobalX, kInt8X = int8x_of<F>(), kQ8K = q8k_of<F>();
@@ -306,34 +354,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   uint8_t* xq = reinterpret_cast<uint8_t*>(smem4) + (f.norm_w || f.stage_x ? 4 * N * stride : 0);
   const int xq_rb = static_cast<int>(xq_row_bytes(v.cols));
   if constexpr (kSmem && A::kInt8X) {
-    const int cols = static_cast<int>(v.cols);
-    if (f.norm_w) {  // the f32 copy, its rows' RMS scales, then the normed rows rounded
-      stage_x<N>(xs, x, cols, stride);
-      __shared__ float row_scale8[N];
-      if (warp < N) {  // the order of rms_norm_rows (mv_fuse.cuh): the same bits as unfused
-        const float* xr = xs + warp * stride;
-        const float sc = rms_scale_of(cols, f.eps, [&](int c) { return xr[xs_off(c)]; });
-        if (lane == 0) row_scale8[warp] = sc;
-      }
-      __syncthreads();
-      quantize_x<A::kPartElems, A::kQ8K>(
-          [&](int j, int c) {
-            const float4 a = *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c));
-            const float sc = row_scale8[j];
-            return make_float4(rms_apply(a.x, sc, f.norm_w[c]), rms_apply(a.y, sc, f.norm_w[c + 1]),
-                               rms_apply(a.z, sc, f.norm_w[c + 2]), rms_apply(a.w, sc, f.norm_w[c + 3]));
-          },
-          N, cols, xq);
-    } else if (f.stage_x) {  // the same values, from the staged copy
-      stage_x<N>(xs, x, cols, stride);
-      quantize_x<A::kPartElems, A::kQ8K>(
-          [&](int j, int c) { return *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c)); }, N, cols, xq);
-    } else {
-      quantize_x<A::kPartElems, A::kQ8K>(
-          [&](int j, int c) { return __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(j) * cols + c)); }, N,
-          cols, xq);
-    }
-    __syncthreads();
+    int8x_prologue<A, N>(xs, xq, x, static_cast<int>(v.cols), stride, f);
   } else if constexpr (kSmem) {
     const int cols = static_cast<int>(v.cols);
     if (f.norm_w) {  // x rows RMS-normed (times norm_w) in shared memory, then their sums

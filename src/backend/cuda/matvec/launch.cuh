@@ -9,22 +9,13 @@
 
 #include "backend/cuda/matvec/dispatch.cuh"
 #include "backend/cuda/matvec/kernels_fast.cuh"
+#include "backend/cuda/matvec/kernels_tma.cuh"
 #include "backend/cuda/matvec/matvec.cuh"
 
 namespace df::cudamv {
 
 constexpr size_t kMaxSmem = 200 * 1024;  // x copies above this read x from global memory
 constexpr size_t kStageSmem = 100 * 1024;  // int8 x staged by cp.async up to this (two blocks per SM)
-
-// Warps per output row of a launch: rows (SwiGLU pairs count twice) spread over at least
-// ~8448 warp-rows (two blocks of 16 rows per SM for two waves on the H200's 132 SMs),
-// at most 8, and no more than leave every thread a part. A function of the matrices alone
-// (never of n): a row's summation order, and so its bits, are the same for every n.
-inline int mv_wpr(int64_t row_units, int64_t nparts) {
-  int w = 1;
-  while (w < kWarps && row_units * w < 8448 && nparts >= 64 * w) w *= 2;
-  return w;
-}
 
 template <class A, int N, int RW, int U, bool kSmem, int D = 0>
 void launch_persistent(const PlanarView& v, const float* x, float* y, size_t smem, cudaStream_t s,
@@ -192,6 +183,9 @@ bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse
   constexpr int RW = DefaultConfig<A, N>::kRW, U = DefaultConfig<A, N>::kU;
   const bool smem_x = !A::kGlobalX || (f.norm_w && f.float_norm);
   if constexpr (N == 1 && A::kInt8X) {
+    if constexpr (requires { typename A::Format; }) {  // the bulk-copy kernel (MvFuse::tma_bytes)
+      if (f.tma_bytes > 0 && launch_mv_tma<typename A::Format, N>(v, x, y, f, s)) return true;
+    }
     if (const int d = short_depth<A, N>(v, f); d > 0) {
       if (!can_fuse<A, N, 2>(v, f, smem_x)) return false;
       MvFuse g = f;
@@ -245,7 +239,8 @@ bool launch_mv_default(const PlanarView& v, const float* x, float* y, int n, cud
 template <class A, int N, template <class, int> class P>
 void prepare_mv_n() {
   prepare_mv<A, N, DefaultConfig<A, N>::kRW, DefaultConfig<A, N>::kU>();
-  if constexpr (N == 1 && A::kInt8X) {  // short rows (short_depth)
+  if constexpr (N == 1 && A::kInt8X) {  // short rows (short_depth), the bulk-copy kernel
+    if constexpr (requires { typename A::Format; }) prepare_mv_tma<typename A::Format, N>();
     prepare_mv<A, N, 2, 1, 2>();
     if constexpr (A::kLoads == 1) prepare_mv<A, N, 2, 1, 4>();
   }
