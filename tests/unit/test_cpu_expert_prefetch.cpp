@@ -167,14 +167,16 @@ std::vector<Token> ids(int64_t n, int64_t seed, int64_t vocab) {
 }
 
 // Prompt logits and 6 decoded tokens' logits, the file's pages evicted first when `cold`;
-// advised: the pages the prefetch advised.
+// advised: the pages the prefetch advised; evicted: whether eviction left pages missing.
 std::vector<std::vector<float>> run_logits(const std::string& path, bool stats, bool prefetch, bool cold,
-                                           uint64_t* advised) {
+                                           uint64_t* advised, bool* evicted = nullptr) {
   auto e = load(path, stats, prefetch);
   const int64_t V = std::min<int64_t>(e->info().n_vocab, e->tokenizer().n_vocab());
   if (cold) {
     ::madvise(const_cast<uint8_t*>(e->file().base()), e->file().file_size(), MADV_RANDOM);
     EXPECT_TRUE(testutil::evict_file_pages(e->file().path(), e->file().base(), e->file().file_size()));
+    std::vector<unsigned char> vec;
+    if (evicted) *evicted = cpu::missing_pages(cpu::page_span(e->file().base(), e->file().file_size()), vec) > 0;
   }
   std::vector<std::vector<float>> out;
   Session s(*e);
@@ -192,9 +194,13 @@ TEST(CpuExpertPrefetch, SameBitsWithPrefetchOnAndOff) {
   for (bool cold : {false, true})
     for (bool stats : {false, true})
       for (bool prefetch : {false, true}) {
-        const auto got = run_logits(path, stats, prefetch, cold, &advised);
+        bool evicted = false;
+        const auto got = run_logits(path, stats, prefetch, cold, &advised, &evicted);
         if (!prefetch) {
           EXPECT_EQ(advised, 0u);
+        }
+        if (prefetch && evicted) {
+          EXPECT_GT(advised, 0u) << "stats " << stats << ": the routing's missing experts advised";
         }
         if (prefetch && cold)
           std::printf("cold run, stats %s: %llu pages advised\n", stats ? "on" : "off", static_cast<unsigned long long>(advised));
