@@ -95,10 +95,13 @@ CacheCounts cache_counts(Backend& b) {
 // elsewhere, with the stats off, or where every expert stack has a copy).
 struct MmapCounts {
   bool on = false;  // stats on and some expert stack on mapped pages
+  bool prefetch = false;  // the expert prefetch on (CpuOptions::expert_prefetch)
   uint64_t stacks = 0, lookups = 0, hits = 0, misses = 0, bytes = 0;
+  uint64_t advised = 0;  // bytes advised by the prefetch
   double stall_s = 0, check_s = 0;
   void add_delta(const MmapCounts& a, const MmapCounts& b) {  // += b - a
     lookups += b.lookups - a.lookups, hits += b.hits - a.hits, misses += b.misses - a.misses;
+    advised += b.advised - a.advised;
     bytes += b.bytes - a.bytes, stall_s += b.stall_s - a.stall_s, check_s += b.check_s - a.check_s;
   }
 };
@@ -109,6 +112,7 @@ MmapCounts mmap_counts(Backend& b) {
     c.on = p->expert_stats_on() && s.mapped_stacks > 0;
     c.stacks = s.mapped_stacks, c.lookups = s.lookups, c.hits = s.hits, c.misses = s.misses;
     c.bytes = s.bytes_from_disk, c.stall_s = s.stall_seconds, c.check_s = s.check_seconds;
+    c.prefetch = p->expert_prefetch_on(), c.advised = p->expert_prefetch_pages() * cpu::page_size();
   }
   return c;
 }
@@ -122,6 +126,7 @@ nlohmann::json mmap_report(const MmapCounts& all, const MmapCounts& tg, const Mm
   auto gbs = [](const MmapCounts& c) { return c.stall_s > 0 ? static_cast<double>(c.bytes) / c.stall_s / 1e9 : 0.0; };
   const double sec = decode_tps > 0 && tokens > 0 ? tokens / decode_tps : 0.0;
   return {{"source", "mmap"},
+          {"prefetch", all.prefetch},
           {"mapped_stacks", all.stacks},
           {"all_lookups", all.lookups},
           {"all_hits", all.hits},
@@ -141,6 +146,8 @@ nlohmann::json mmap_report(const MmapCounts& all, const MmapCounts& tg, const Mm
           // the stats' own cost: the residency checks (mincore), per token and as a share of decode
           {"decode_check_ms_per_token", tokens > 0 ? 1000.0 * tg.check_s / tokens : 0.0},
           {"decode_check_share", sec > 0 ? tg.check_s / sec : 0.0},
+          // the prefetch's MADV_WILLNEED: the missing pages it asked for once the routing was known
+          {"decode_advised_bytes_per_token", tokens > 0 ? static_cast<double>(tg.advised) / tokens : 0.0},
           {"prefill_lookups", pp.lookups},
           {"prefill_hits", pp.hits},
           {"prefill_misses", pp.misses},

@@ -37,6 +37,10 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "little memory for their copy): check each used expert's pages with mincore and fault the missing "
                "ones in before its product, timed: `bench` reports the hit rate, the bytes read from disk and the "
                "time stalled on them (default on; the same bits)");
+  app.add_flag("--cpu-expert-prefetch,!--no-cpu-expert-prefetch", f.cpu_expert_prefetch,
+               "CPU, the same MoE models: as soon as a layer's routing is known, ask the kernel to read the "
+               "missing pages of the experts it uses (MADV_WILLNEED, all rows and the gate, up and down stacks "
+               "at once) so the disk reads them ahead of the products (default on; the same bits)");
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
@@ -169,6 +173,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cpu.repack = f.cpu_repack != "off";
   o.cpu.repack_q8_0 = f.cpu_repack == "all";
   o.cpu.expert_stats = f.cpu_expert_stats;
+  o.cpu.expert_prefetch = f.cpu_expert_prefetch;
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;

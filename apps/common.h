@@ -21,6 +21,7 @@ struct ModelFlags {
   std::string isa = "auto";
   std::string cpu_repack = "on";  // --cpu-repack on | off | all
   bool cpu_expert_stats = true;   // --cpu-expert-stats / --no-cpu-expert-stats
+  bool cpu_expert_prefetch = true;  // --cpu-expert-prefetch / --no-cpu-expert-prefetch
   bool kv_f32 = false;
   bool no_graphs = false;
   bool no_fuse = false;

@@ -92,6 +92,7 @@ void Backend::moe_experts_residual(const MoeExperts& m, const Tensor& x, const T
                                    const Tensor& xn) {
   rms_norm(x, norm, eps, xn);
   moe_route(m.logits, m.normalize, m.scale, m.ids, m.weights);
+  moe_experts_routed(m);
   matmul_id_swiglu(m.gate_exps, m.up_exps, m.n_expert, xn, m.ids, m.gate, m.up);
   matmul_id(m.down_exps, m.n_expert, m.gate, m.ids, m.down);
   if (!m.shexp_gate.data) {

@@ -325,12 +325,18 @@ class Backend {
   // output; out: scratch that a fused backend need not write).
   // A MoE block after its router (x [n, dim] += the experts; xn [n, dim] scratch):
   //   rms_norm(x, norm, eps, xn); moe_route(logits, normalize, scale, ids, weights);
-  //   matmul_id_swiglu(gate_exps, up_exps, E, xn, ids, gate, up); matmul_id(down_exps, E, gate,
+  //   moe_experts_routed(m) (a hint); matmul_id_swiglu(gate_exps, up_exps, E, xn, ids, gate, up); matmul_id(down_exps, E, gate,
   //   ids, down); with a shared expert norm_swiglu(x, norm, eps, xn, shexp_gate, shexp_up,
   //   sh_gate, sh_up) and matmul(shexp_down, sh_gate, sh_out); moe_combine_add(down, weights,
   //   sh_out | none, sh_g | none, out, x). A fused backend may leave the scratch unwritten.
   virtual void moe_experts_residual(const MoeExperts& m, const Tensor& x, const Tensor& norm, float eps,
                                     const Tensor& xn);
+  // A hint, called by moe_experts_residual's default right after moe_route wrote m.ids: the
+  // products that follow read the experts of m.ids (all rows) in m.gate_exps, m.up_exps and
+  // m.down_exps, so a backend may start bringing them in now (the CPU backend advises the
+  // missing pages of stacks on the file's mapped pages: CpuOptions::expert_prefetch). No
+  // result changes. Default: nothing.
+  virtual void moe_experts_routed(const MoeExperts& m) {}
   virtual void moe_combine_add(const Tensor& experts, const Tensor& weights, const Tensor& shared,
                                const Tensor& gate, const Tensor& out, const Tensor& x);
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/expert_pages.h"
 #include "backend/cpu/mapped_pages.h"
 #include "backend/cpu/ssm_vec.h"
 #include "backend/cpu/thread_pool.h"
@@ -40,6 +41,15 @@ struct CpuOptions {
   // time spent faulting the missing ones in before the product (CpuBackend::expert_stats;
   // flag --cpu-expert-stats / --no-cpu-expert-stats). The products' bits do not change.
   bool expert_stats = true;
+  // Prefetch of the routed experts on the file's mapped pages (the same stacks as the stats):
+  // as soon as a MoE block's routing is known (Backend::moe_experts_routed), the missing
+  // pages of the experts its gate, up and down products will read, for all rows of the call,
+  // are advised MADV_WILLNEED at once (mincore finds them; joined into runs of adjacent
+  // pages), so the disk reads them while the products before them run instead of page by page
+  // in the products' faults (flag --cpu-expert-prefetch / --no-cpu-expert-prefetch). With the
+  // stats on too, the stats count the pages as they were at that moment and their stall is
+  // the wait in the product for the advised pages. The products' bits do not change.
+  bool expert_prefetch = true;
 };
 
 // CpuOptions::expert_stats: counters over the expert matrices matmul_id read from mapped
@@ -109,6 +119,8 @@ class CpuBackend final : public Backend {
                  const Tensor& y) override;
   void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
                    const Tensor& out) override;
+  // CpuOptions::expert_prefetch (expert_prefetch.cpp).
+  void moe_experts_routed(const MoeExperts& m) override;
 
   int threads() const { return pool_.size(); }
   // Bytes of repacked weight copies held, planar huge-page copies included (0 with repack off).
@@ -116,6 +128,9 @@ class CpuBackend final : public Backend {
   Isa isa() const { return kernels_.isa; }
   bool expert_stats_on() const { return expert_stats_on_; }
   const ExpertStats& expert_stats() const { return expert_stats_; }
+  bool expert_prefetch_on() const { return expert_prefetch_on_; }
+  // Pages advised MADV_WILLNEED by the expert prefetch since load (each page once a call).
+  uint64_t expert_prefetch_pages() const { return prefetch_pages_; }
 
  private:
   // Scratch for one matmul's prepared activations, grown on demand, reused across calls.
@@ -159,6 +174,11 @@ class CpuBackend final : public Backend {
   // The expert stats of one matmul_id over a mapped stack W of experts [m, W.cols]: the pages of
   // each used expert (ascending ids) checked with mincore, the missing ones faulted in (timed).
   void account_mapped_experts(const Tensor& W, int64_t m, const int64_t* experts, int64_t n_used);
+  // The expert stats' counters over one stack's used experts: spans and their missing pages.
+  void count_mapped_experts(std::span<const PageSpan> spans, const int64_t* missing);
+  // Whether matmul_id's stack W with these used experts was checked and advised by the
+  // prefetch (stats on): then its missing pages are faulted in here (timed) and true.
+  bool finish_prefetched_experts(const Tensor& W, const int64_t* experts, int64_t n_used);
 
   const Kernels& kernels_;
   bool repack_;
@@ -174,6 +194,19 @@ class CpuBackend final : public Backend {
   std::vector<unsigned char> mincore_vec_;  // account_mapped_experts: mincore's scratch
   std::vector<PageSpan> spans_;             // and the used experts' pages
   std::vector<int64_t> missing_;            // and how many of each are missing
+  bool expert_prefetch_on_;                 // CpuOptions::expert_prefetch
+  uint64_t prefetch_pages_ = 0;             // expert_prefetch_pages()
+  std::vector<int64_t> used_;               // moe_experts_routed: the routing's experts, ascending
+  std::vector<PageSpan> advise_;            // and the pages to advise (sorted, then joined)
+  std::vector<PageSpan> joined_;
+  // With the stats on: per stack the prefetch checked and advised, what matmul_id then waits for
+  struct PrefetchedStack {
+    const void* stack = nullptr;   // the stack's data (W.data)
+    std::vector<int64_t> experts;  // its used experts, ascending
+    std::vector<PageSpan> spans;   // their pages (expert_page_spans)
+    std::vector<int64_t> missing;  // and how many of each were missing when checked
+  };
+  std::vector<PrefetchedStack> prefetched_;  // the last routing's stacks (at most 3)
   const SsmVec& ssm_;
   int64_t exact_rows_opt_;  // CpuOptions::exact_rows
   int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0

@@ -166,8 +166,10 @@ void CpuBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, c
   const Repacked* rp = found && found->stack ? found : nullptr;
   const uint8_t* Wp = static_cast<const uint8_t*>(rp && rp->planar ? rp->planar->data() : W.data);
   const size_t expert_bytes = rp ? cpu::repacked_bytes(W.type, cols, m) : 0;
-  // experts on the file's mapped pages: the stats (their pages faulted in here, timed)
-  if (expert_stats_on_ && !rp && in_mapped_file(W.data, W.nbytes())) account_mapped_experts(W, m, task_expert, n_used);
+  // experts on the file's mapped pages: the stats (their pages faulted in here, timed; checked
+  // and advised already by the prefetch when it saw this routing: moe_experts_routed)
+  if (expert_stats_on_ && !rp && in_mapped_file(W.data, W.nbytes()) && !finish_prefetched_experts(W, task_expert, n_used))
+    account_mapped_experts(W, m, task_expert, n_used);
   pool_.parallel_for(n_used * chunks_per_expert, [&](int64_t t, int) {
     const int64_t e = task_expert[t / chunks_per_expert];
     const int64_t c = t % chunks_per_expert;
@@ -197,29 +199,12 @@ void CpuBackend::account_mapped_experts(const Tensor& W, int64_t m, const int64_
   // advice to the last page is the stall, and the pool's products then read resident pages.
   constexpr int64_t kMergeGapPages = 256;  // mapped_pages.h: a call costs ~1000 pages' walk
   const auto c0 = std::chrono::steady_clock::now();
-  const size_t bytes = W.stride * static_cast<size_t>(m), ps = page_size();
-  spans_.clear();
-  const uint8_t* prev_end = nullptr;
-  for (int64_t i = 0; i < n_used; ++i) {
-    PageSpan s = page_span(static_cast<const uint8_t*>(W.data) + bytes * static_cast<size_t>(experts[i]), bytes);
-    if (prev_end && s.first < prev_end) s.first = prev_end, s.pages = std::max<int64_t>(0, s.pages - 1);
-    prev_end = s.first + ps * static_cast<size_t>(s.pages);
-    spans_.push_back(s);
-  }
+  expert_page_spans(static_cast<const uint8_t*>(W.data), W.stride * static_cast<size_t>(m),
+                    std::span<const int64_t>(experts, static_cast<size_t>(n_used)), spans_);
   missing_.resize(spans_.size());
   missing_pages_each(spans_, kMergeGapPages, mincore_vec_, missing_.data());
-  bool any = false;
-  for (size_t i = 0; i < spans_.size(); ++i) {
-    const int64_t missing = missing_[i];
-    ++expert_stats_.lookups;
-    if (missing == 0) {
-      ++expert_stats_.hits;
-      continue;
-    }
-    ++expert_stats_.misses;
-    expert_stats_.bytes_from_disk += static_cast<uint64_t>(missing) * ps;
-    any = true;
-  }
+  count_mapped_experts(spans_, missing_.data());
+  const bool any = std::any_of(missing_.begin(), missing_.end(), [](int64_t x) { return x > 0; });
   const auto t0 = std::chrono::steady_clock::now();
   expert_stats_.check_seconds += std::chrono::duration<double>(t0 - c0).count();
   if (!any) return;
