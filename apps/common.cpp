@@ -112,7 +112,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "pipelined 2 or 4 steps ahead, two rows per warp (default 0: the format's loop; the same bits)")
       ->check(CLI::IsMember({0, 2, 4}));
   app.add_option("--cuda-mv-tma-kb", f.cuda_mv_tma_kb,
-                 "GPU one-row Q4_0 / Q8_0 matvecs by the bulk-copy kernel: weights streamed into a shared-memory ring "
+                 "GPU one-row Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS matvecs by the bulk-copy kernel: weights streamed into a shared-memory ring "
                  "of this many KiB a block (x included), one block per SM, so that the next launch's block streams "
                  "its weights while this one computes (default 0: off; the same bits)")
       ->check(CLI::Range(0, 200));

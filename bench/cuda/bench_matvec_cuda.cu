@@ -418,7 +418,7 @@ int main(int argc, char** argv) {
   app.add_option("--chain", chain_arg,
                  "only the decode chain (no validation, no shapes): comma-separated TYPE:SHAPE, SHAPE 4b or 27b "
                  "(e.g. q4_0:4b,q8_0:4b,q4_0:27b)");
-  app.add_option("--chain-cfgs", chain_cfg_arg, "chain configurations PDL:L2_MB:BLOCKS_PER_SM[:TMA_KB] (TMA_KB > 0: n = 1 Q4_0 / Q8_0 by the bulk-copy kernel in that much shared memory a block), comma-separated");
+  app.add_option("--chain-cfgs", chain_cfg_arg, "chain configurations PDL:L2_MB:BLOCKS_PER_SM[:TMA_KB] (TMA_KB > 0: n = 1 int8-x by the bulk-copy kernel in that much shared memory a block), comma-separated");
   std::string persist_arg;
   app.add_option("--persist", persist_arg,
                  "with --chain, Q4_0: the persistent one-launch chain (persistent_chain.cuh), variants "

@@ -72,7 +72,7 @@ struct EngineOptions {
   // different on the default model, alternating runs).
   int cuda_moe_pipe = 2;
   int cuda_mv_short_pipe = 0;
-  // CUDA n = 1 Q4_0 / Q8_0 matvecs by the bulk-copy kernel in this many KiB of shared memory a block
+  // CUDA n = 1 Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS matvecs by the bulk-copy kernel in this many KiB of shared memory a block
   // (CudaOptions::mv_tma_bytes; 0: off; same bits).
   int cuda_mv_tma_kb = 0;
   // CUDA prefill (more than 16 rows): F32 weights by FP32 cuBLAS (CudaOptions::prefill_sgemm)

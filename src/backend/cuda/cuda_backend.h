@@ -149,7 +149,7 @@ struct CudaOptions {
   // same bits (CudaOps.MoePipeIsThePlainBits).
   int moe_pipe = 0;
   int mv_short_pipe = 0;
-  // n = 1 Q4_0 / Q8_0 matvecs by the bulk-copy kernel (matvec/kernels_tma.cuh) in this much shared
+  // n = 1 Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS matvecs by the bulk-copy kernel (matvec/kernels_tma.cuh) in this much shared
   // memory a block (cudamv::Context::set_tma; 0: mv_kernel). The same bits.
   int64_t mv_tma_bytes = 0;
   // Streamed experts (expert_cache_bytes) take the resident stacks' decode launches: one row

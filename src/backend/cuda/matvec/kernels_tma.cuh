@@ -1,6 +1,7 @@
 // The n = 1 int8-x matvec with its weights streamed into a shared-memory ring by the bulk copy
 // engine (cp.async.bulk, "TMA"), for formats whose part is one 16-byte word and whose meta is a
-// fixed number of bytes per block (Q4_0, Q8_0). MvFuse::tma_bytes > 0 selects it.
+// fixed number of bytes per block in one plane (Q4_0, Q8_0, Q4_K, Q5_K, IQ4_XS). MvFuse::tma_bytes
+// > 0 selects it.
 //
 // Why: a decode step is ~250 dependent launches of 2-30 MB of weights each. mv_kernel keeps
 // about 48 KB per block in flight in registers and fills the SMs with two blocks, so the next
@@ -13,8 +14,11 @@
 //
 // Work and bits: the block's steps are those of mv_kernel's pipelined loop, (row group g =
 // blockIdx.x + i gridDim.x, chunk c of cp parts), cp a multiple of the row's 32 wpr lanes; a
-// step's bytes are the group's rows' quant words and meta of the chunk, one bulk copy per row
-// and plane into a slot of the ring (one mbarrier per slot). Lane rl of a row takes its parts
+// step's bytes are the group's rows' quant words and meta of the chunk in a slot of the ring
+// (one mbarrier per slot): where three slots of whole rows fit, a step is the group's whole rows,
+// contiguous in each plane, one bulk copy per plane (per matrix of a SwiGLU pair); otherwise one
+// bulk copy per row and plane of the chunk (small copies cost the copy engine: a first version
+// with only those streamed a long matrix at ~800 GB/s on the H200). Lane rl of a row takes its parts
 // t = rl, rl + 32 wpr, ... in ascending order, warp_sum, then the row's warps in warp order:
 // mv_kernel's arithmetic, so every row has mv_kernel's bits (and so those of n = 2..8 rows).
 #pragma once
@@ -27,10 +31,12 @@ namespace df::cudamv {
 constexpr int kTmaMaxSlots = 16;
 
 // Whether format F (a dev_dp4a.cuh struct) takes the bulk-copy kernel: one 16-byte word per
-// part, its meta kMetaBytes per block of kPartsPerBlock parts, contiguous in the meta plane.
+// part, its meta kMetaBytes per block of kPartsPerBlock parts in one plane, read by F::meta_at
+// (Q4_0, Q8_0, Q4_K, Q5_K, IQ4_XS).
 template <class F>
 constexpr bool tma_format() {
-  return int8x_of<F>() && (F::kType == GgmlType::Q4_0 || F::kType == GgmlType::Q8_0);
+  if constexpr (requires(const uint8_t* b) { F::meta_at(b, 0); }) return int8x_of<F>() && F::kLoads == 1;
+  else return false;
 }
 
 // The host's plan of a launch (launch_mv_tma): a slot holds rows_g rows' cp-part chunks, the
@@ -70,7 +76,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     mv_tma_kernel(PlanarView v, const float* __restrict__ x, float* __restrict__ y, MvFuse f, int wpr, TmaPlan p) {
   constexpr int RW = 2;
   using Meta = typename F::Meta;
-  static_assert(sizeof(Meta) == F::kMetaBytes, "meta of one field");
   extern __shared__ float4 smem4[];
   __shared__ __align__(8) uint64_t bars[kTmaMaxSlots];
   float* xs = reinterpret_cast<float*>(smem4);
@@ -104,8 +109,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     int64_t glg;
     group_of(g, gm, glg);
     const int t0 = c * p.cp, pc = min(p.cp, nparts - t0);
-    const uint32_t qb = static_cast<uint32_t>(pc) * 16u;
-    const uint32_t mb = static_cast<uint32_t>((pc + F::kPartsPerBlock - 1) / F::kPartsPerBlock * F::kMetaBytes);
+    // bytes of a row's chunk in each plane (whole rows: the planes' row bytes)
+    const uint32_t qb = p.nchunks == 1 ? static_cast<uint32_t>(v.q_row_bytes) : static_cast<uint32_t>(pc) * 16u;
+    const uint32_t mb = p.nchunks == 1 ? static_cast<uint32_t>(v.m_row_bytes)
+                                       : static_cast<uint32_t>((pc + F::kPartsPerBlock - 1) / F::kPartsPerBlock * F::kMetaBytes);
     int64_t r0, valid;  // the group's first row (per matrix) and its rows inside the matrix
     if (pair) {
       r0 = glg * row_warps;
@@ -117,6 +124,21 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     const uint32_t total = static_cast<uint32_t>((pair ? 2 : 1) * valid) * (qb + mb);
     if (lane == 0) mbar_expect(&bars[k], total);
     __syncwarp();
+    uint8_t* slot = ring + static_cast<int64_t>(k) * p.slot_bytes;
+    if (p.nchunks == 1) {  // whole rows: the group's rows are contiguous in each plane, one copy per plane
+      if (lane < (pair ? 4 : 2)) {
+        const int mtx = lane >> 1, plane = lane & 1;  // mtx 1: the pair's up rows
+        const uint8_t* qbase = pair ? (mtx == 0 ? v.q : f.q[0]) : q_of(gm);
+        const uint8_t* mbase = pair ? (mtx == 0 ? v.m : f.m[0]) : m_of(gm);
+        const int i0 = mtx * row_warps;  // the first slot row
+        if (plane == 0)
+          bulk_copy(slot + i0 * p.q_bytes_row, qbase + r0 * v.q_row_bytes, static_cast<uint32_t>(valid) * qb, &bars[k]);
+        else
+          bulk_copy(slot + p.rows_g * p.q_bytes_row + i0 * p.m_bytes_row, mbase + r0 * v.m_row_bytes,
+                    static_cast<uint32_t>(valid) * mb, &bars[k]);
+      }
+      return;
+    }
     const int i = lane >> 1, plane = lane & 1;
     if (i < p.rows_g) {
       int64_t row;
@@ -130,7 +152,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         qbase = q_of(gm), mbase = m_of(gm);
       }
       if (row - r0 < valid) {
-        uint8_t* slot = ring + static_cast<int64_t>(k) * p.slot_bytes;
         if (plane == 0)
           bulk_copy(slot + i * p.q_bytes_row, qbase + row * v.q_row_bytes + static_cast<int64_t>(t0) * 16, qb, &bars[k]);
         else
@@ -175,9 +196,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       for (int r = 0; r < RW; ++r) {
         const int i = pair ? (r == 0 ? wg : row_warps + wg) : wg * RW + r;  // the row's place in the slot
         const uint4 q[1] = {*reinterpret_cast<const uint4*>(slot + i * p.q_bytes_row + tl * 16)};
-        Meta mt;
-        mt.d = *reinterpret_cast<const uint16_t*>(slot + p.rows_g * p.q_bytes_row + i * p.m_bytes_row +
-                                                  (tl / F::kPartsPerBlock) * F::kMetaBytes);
+        const Meta mt = F::meta_at(
+            slot + p.rows_g * p.q_bytes_row + i * p.m_bytes_row + (tl / F::kPartsPerBlock) * F::kMetaBytes, t);
         F::template dot<N>(q, mt, xa, acc[r]);
       }
     }
@@ -254,18 +274,28 @@ bool plan_mv_tma(const PlanarView& v, const MvFuse& f, TmaPlan& p, int& wpr, int
     const int64_t ring = f.tma_bytes - p.x_bytes;
     auto meta_bytes = [](int parts) { return (parts + F::kPartsPerBlock - 1) / F::kPartsPerBlock * F::kMetaBytes; };
     auto slot_of = [&](int cp) { return p.rows_g * (cp * 16 + (meta_bytes(cp) + 15) / 16 * 16); };
-    // chunks of k rs parts, k as large as leaves four slots (at most the whole row)
-    const int kmax = (nparts + rs - 1) / rs;
-    int k = 1;
-    while (k < kmax && 4 * static_cast<int64_t>(slot_of((k + 1) * rs)) <= ring) ++k;
-    p.cp = k * rs;
-    p.nchunks = (nparts + p.cp - 1) / p.cp;
-    // every chunk's meta starts and ends on 16 bytes
-    if (meta_bytes(p.cp) % 16 != 0 && p.nchunks > 1) return false;
-    if (meta_bytes(nparts - (p.nchunks - 1) * p.cp) % 16 != 0) return false;
-    p.q_bytes_row = p.cp * 16;
-    p.m_bytes_row = (meta_bytes(p.cp) + 15) / 16 * 16;
-    p.slot_bytes = slot_of(p.cp);
+    const int64_t whole = static_cast<int64_t>(p.rows_g) * static_cast<int64_t>(v.q_row_bytes + v.m_row_bytes);
+    if (3 * whole <= ring) {
+      // whole rows a step (one bulk copy per plane and matrix): the slot's rows at the planes' row bytes
+      p.cp = (nparts + rs - 1) / rs * rs;
+      p.nchunks = 1;
+      p.q_bytes_row = static_cast<int>(v.q_row_bytes);
+      p.m_bytes_row = static_cast<int>(v.m_row_bytes);
+      p.slot_bytes = static_cast<int>(whole);
+    } else {
+      // chunks of k rs parts (one bulk copy per row and plane), k as large as leaves four slots
+      const int kmax = (nparts + rs - 1) / rs;
+      int k = 1;
+      while (k < kmax && 4 * static_cast<int64_t>(slot_of((k + 1) * rs)) <= ring) ++k;
+      p.cp = k * rs;
+      p.nchunks = (nparts + p.cp - 1) / p.cp;
+      // every chunk's meta starts and ends on 16 bytes
+      if (meta_bytes(p.cp) % 16 != 0 && p.nchunks > 1) return false;
+      if (meta_bytes(nparts - (p.nchunks - 1) * p.cp) % 16 != 0) return false;
+      p.q_bytes_row = p.cp * 16;
+      p.m_bytes_row = (meta_bytes(p.cp) + 15) / 16 * 16;
+      p.slot_bytes = slot_of(p.cp);
+    }
     p.slots = static_cast<int>(std::min<int64_t>(kTmaMaxSlots, ring / p.slot_bytes));
     if (p.slots < 2) return false;
     int dev = 0, sms = 1;

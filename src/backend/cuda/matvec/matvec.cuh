@@ -62,7 +62,7 @@ class Context {
   // (2 or 4; 0: the format's configuration) steps ahead, two rows per warp. Same bits.
   void set_short_pipe(int depth) { short_pipe_ = depth; }
   int short_pipe() const { return short_pipe_; }
-  // n = 1 Q4_0 / Q8_0 matvecs of the weights packed after this call by the bulk-copy kernel
+  // n = 1 Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS matvecs of the weights packed after this call by the bulk-copy kernel
   // (kernels_tma.cuh, MvFuse::tma_bytes): its shared memory per block (0: mv_kernel). Same bits.
   void set_tma(int64_t bytes) { tma_bytes_ = bytes; }
   int64_t tma_bytes() const { return tma_bytes_; }
@@ -98,7 +98,7 @@ struct PackedWeight {
   int64_t l2_prefetch = 0;     // bytes a launch prefetches into L2 first (Context::set_l2_prefetch)
   int blocks_per_sm = 0;       // > 0: the persistent grid's cap per SM (Context::set_l2_prefetch)
   int short_pipe = 0;          // n = 1 rows of <= 64 parts pipelined this deep (Context::set_short_pipe)
-  int64_t tma_bytes = 0;       // n = 1 Q4_0 / Q8_0 by the bulk-copy kernel in this much shared memory (Context::set_tma)
+  int64_t tma_bytes = 0;       // n = 1 int8-x by the bulk-copy kernel in this much shared memory (Context::set_tma)
 
   PackedWeight() = default;
   PackedWeight(PackedWeight&& o) noexcept { *this = static_cast<PackedWeight&&>(o); }
@@ -179,7 +179,7 @@ struct MatvecFusion {
 bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const MatvecFusion& f,
                   cudaStream_t stream);
 // Whether matvec_fused(W, x, y, n, f) runs the bulk-copy kernel (PackedWeight::tma_bytes > 0, n = 1,
-// Q4_0 / Q8_0 with int8 x, shapes whose chunks it can copy; kernels_tma.cuh).
+// Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS with int8 x, shapes whose chunks it can copy; kernels_tma.cuh).
 bool matvec_takes_tma(const PackedWeight& W, int n, const MatvecFusion& f);
 
 // out[j, :] = dequantized row ids[j] of the table, for j < n (any n >= 0).
