@@ -11,7 +11,7 @@
 #   DEST/bins.tar.xz DEST; export LD_LIBRARY_PATH=$PWD/DEST/lib:<dir of libcublas.so.13>
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-DEST=$1; shift
+DEST=$(mkdir -p "$1" && cd "$1" && pwd); shift  # absolute: the tar below runs in the staging folder
 S=$(mktemp -d)
 mkdir -p "$S/lib" "$DEST"
 for b in "$@"; do
