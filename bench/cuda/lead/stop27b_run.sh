@@ -7,9 +7,18 @@
 # beside the bulk-copy kernel at several ring sizes, the new tests, then 4B Q4_0 / Q8_0 and the
 # default model's decode with --cuda-mv-tma-kb 0 / KB alternating.
 # PART=2: df_cuda_tests (TEST_FILTER, or all) and the figures with TMA_KB (default 100).
+# PART=tests: df_cuda_tests only (unfiltered), from CARRY: with the default model in the checkout only
+# df_cuda_tests + df_make_model fit the 64 MiB transfer (32.3 MB packed; with diskformer 38.6 MB):
+#   bench/cuda/pack.sh .devcarry/lf27t2 build/tests/df_cuda_tests build/df_make_model
+#   CARRY=.devcarry/lf27t2 PART=tests bash bench/cuda/lead/stop27b_run.sh
 set -uo pipefail
 source bench/cuda/lead/lib.sh
-lead_unpack .devcarry/lf27b
+lead_unpack ${CARRY:-.devcarry/lf27b}
+if [ "${PART:-1}" = tests ]; then
+  TESTS_TIMEOUT=${TESTS_TIMEOUT:-400} lead_tests
+  lead_collect
+  exit 0
+fi
 chmod +x $D/bench_matvec_cuda 2>/dev/null
 KB=${TMA_KB:-100}
 ( mk /tmp/q3_4b_q4.gguf --preset qwen3_4b --type q4_0 &
