@@ -17,6 +17,7 @@
 #include "bench_spec.h"
 #include "common/error.h"
 #include "common.h"
+#include "diskformer/generator.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #ifdef DF_HAVE_CUDA
@@ -207,8 +208,7 @@ void register_bench(CLI::App& app) {
     for (auto& t : prompt) t = pick(rng);
     Session session(*engine);
     Backend& backend = engine->backend();
-    std::vector<std::shared_ptr<Buffer>> owner;
-    const Tensor best = alloc_tensor(backend, GgmlType::I32, 1, 1, owner);
+    bool lookahead = false;  // GreedySteps::lookahead of the decode test
     // pp[i]: prefill tok/s of prompt length i; ttft[i]: seconds until the last position's
     // logits are on the host (the first generated token can be picked).
     std::vector<std::vector<double>> pp(f->n_prompt.size()), ttft(f->n_prompt.size());
@@ -233,18 +233,17 @@ void register_bench(CLI::App& app) {
       }
       if (f->n_gen > 0) {
         session.prefill({pick(rng)});
-        // Each step as a greedy generator runs it: forward, argmax on the device, the one id
-        // back to the host (the only sync per token), fed as the next input.
+        // Each step as a greedy generator runs it (GreedySteps): forward, argmax on the device,
+        // the one id back to the host (the only sync per token), fed as the next input; with
+        // --decode-lookahead the next step is queued before the host reads the id.
+        GreedySteps steps(session);
+        lookahead = steps.lookahead();
         Token t = pick(rng);
         const CacheCounts c0 = cache_counts(backend);
         const MmapCounts m0 = mmap_counts(backend);
         const double cpu0 = cpu_seconds();
         const auto t0 = std::chrono::steady_clock::now();
-        for (int64_t i = 0; i < f->n_gen; ++i) {
-          const ForwardOutputs o = session.append({t});
-          backend.argmax(o.logits, best);
-          backend.download(best, &t, sizeof t);
-        }
+        for (int64_t i = 0; i < f->n_gen; ++i) t = steps.next(t, i + 1 < f->n_gen);
         if (r > 0) {
           tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
           tg_cpu.push_back(static_cast<double>(f->n_gen) / (cpu_seconds() - cpu0));
@@ -271,7 +270,8 @@ void register_bench(CLI::App& app) {
                           {"decode_ms_per_token", g.mean > 0 ? 1000.0 / g.mean : 0.0},
                           {"decode_weight_gb_per_second", gbs},
                           {"prefill_cpu_tokens_per_second", summarize(pp_cpu).mean},
-                          {"decode_cpu_tokens_per_second", summarize(tg_cpu).mean}};
+                          {"decode_cpu_tokens_per_second", summarize(tg_cpu).mean},
+                          {"decode_lookahead", lookahead}};
     nlohmann::json per = nlohmann::json::array();
     for (size_t i = 0; i < f->n_prompt.size(); ++i) {
       const Summary a = summarize(pp[i]), t = summarize(ttft[i]);

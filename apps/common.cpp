@@ -43,6 +43,13 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "at once) so the disk reads them ahead of the products (default on; the same bits)");
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
+  app.add_option("--decode-lookahead", f.decode_lookahead,
+                 "greedy decoding (run, chat without speculation, bench's decode): queue the step that appends the "
+                 "next token before the host has read it (the step reads the id on the device), so the GPU does not "
+                 "wait for the host between steps; the same tokens. auto: where the backend queues work (CUDA); on: "
+                 "every backend; off (default, not yet measured on a GPU). A stop the host sees only after the "
+                 "queued step leaves that token consumed on hybrid (DeltaNet) models")
+      ->check(CLI::IsMember({"off", "auto", "on"}));
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
   app.add_flag("--mv-exact", f.mv_exact,
                "GPU decode matvecs multiply f32 activations for every weight format (default: Q8_0, Q4_0, Q4_K, "
@@ -73,8 +80,8 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "(default on; within the GEMM's budget, not the matvec's bits)");
   app.add_flag("--cuda-copy-batch,!--no-cuda-copy-batch", f.cuda_copy_batch,
                "GPU: a sequence's recurrent-state copies (zeroing, snapshot slot after a verify, checkpoints) and "
-               "the gated attention's q / gate split in one launch each instead of one copy per tensor (default "
-               "on; the same bytes)");
+               "the gated attention's q / gate split in one launch each instead of one copy per tensor (the same "
+               "bytes; default off: not yet run on a GPU)");
   app.add_option("--cuda-gdn-prefill", f.cuda_gdn_prefill,
                  "GPU DeltaNet prefill (more than 16 rows): the delta rule by the token kernel (token), the chunked "
                  "f32 kernel (chunked-v1), or the chunked tensor-core kernel with tf32 or 3xTF32 operands (default "
@@ -178,6 +185,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;
   o.graphs = !f.no_graphs;
+  o.decode_lookahead = f.decode_lookahead == "on" ? 2 : f.decode_lookahead == "auto" ? 1 : 0;
   o.fuse = !f.no_fuse;
   o.mv_exact = f.mv_exact;
   o.pdl = !f.no_pdl;

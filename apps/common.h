@@ -24,6 +24,7 @@ struct ModelFlags {
   bool cpu_expert_prefetch = true;  // --cpu-expert-prefetch / --no-cpu-expert-prefetch
   bool kv_f32 = false;
   bool no_graphs = false;
+  std::string decode_lookahead = "off";  // --decode-lookahead off|auto|on
   bool no_fuse = false;
   bool mv_exact = false;
   bool no_pdl = false;
@@ -34,7 +35,7 @@ struct ModelFlags {
   bool cuda_fuse_deltanet = true;        // --no-cuda-fuse-deltanet: six DeltaNet launches
   bool cuda_moe_pdl = true;              // --no-cuda-moe-pdl: routed expert launches without PDL
   bool cuda_moe_gemm = true;             // --no-cuda-moe-gemm: prefill's routed experts by the grouped matvec
-  bool cuda_copy_batch = true;           // --no-cuda-copy-batch
+  bool cuda_copy_batch = false;          // --cuda-copy-batch (not yet run on a GPU)
   std::string cuda_gdn_prefill = "3xtf32";  // --cuda-gdn-prefill token|chunked-v1|tf32|3xtf32
   bool mv_no_pipe = false;
   bool mv_no_pipe_rows = false;

@@ -38,6 +38,11 @@ struct EngineOptions {
   int64_t prefill_chunk = 0;   // tokens per forward pass during prefill (0: the backend's default, 512 CPU, 2048 CUDA)
   bool kv_f32 = false;         // F16 KV cache unless set
   bool graphs = true;          // replay repeated decode steps as device graphs (CUDA)
+  // Greedy decode (GreedySteps: PlainGenerator, bench): the step that appends the next id is
+  // queued before the host reads that id (the step reads it on the device), so the device
+  // does not idle through the host's round trip between steps. 0 off, 1 auto (where the
+  // backend is asynchronous: CUDA), 2 on (every backend). Default off: not yet measured on a GPU.
+  int decode_lookahead = 0;
   bool fuse = true;            // fused ops (norm into matvecs, ...) in fewer launches (CUDA)
   bool mv_exact = false;       // CUDA decode matvecs with f32 activations (no int8 rounding)
   bool pdl = true;             // CUDA kernels with programmatic dependent launch
@@ -50,7 +55,7 @@ struct EngineOptions {
   bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = true;              // CudaOptions::moe_pdl (df_cuda_tests on the H200, helper moe4)
   bool cuda_moe_gemm = true;             // CudaOptions::moe_gemm (df_cuda_tests on the H200, helper moegemm)
-  bool cuda_copy_batch = true;           // CudaOptions::copy_batch: a state's copies in one launch
+  bool cuda_copy_batch = false;          // CudaOptions::copy_batch: a state's copies in one launch
   // CudaOptions::gdn_prefill: the DeltaNet prefill's delta rule, 0 token kernel, 1 chunked f32
   // ("v1"), 2 chunked tensor cores tf32, 3 chunked tensor cores 3xTF32 (helper gdnpre).
   int cuda_gdn_prefill = 3;

@@ -1,6 +1,9 @@
 #include "backend/backend.h"
 
 #include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "common/error.h"
 
@@ -50,6 +53,28 @@ Tensor alloc_tensor(Backend& b, GgmlType type, int64_t cols, int64_t rows,
   owner.push_back(std::move(buf));
   return t;
 }
+
+namespace {
+
+// Backend::host_reader's default: the copy is made in start().
+class CopyingReader final : public HostReader {
+ public:
+  CopyingReader(Backend& b, size_t bytes) : b_(b), bytes_(bytes) {}
+  void start(const Tensor& src) override {
+    if (src.nbytes() < bytes_) throw Error("host_reader: the tensor is smaller than the reader");
+    b_.download(src, host_.data(), bytes_);
+  }
+  const void* wait() override { return host_.data(); }
+
+ private:
+  Backend& b_;
+  size_t bytes_;
+  std::vector<uint8_t> host_ = std::vector<uint8_t>(bytes_);
+};
+
+}  // namespace
+
+std::unique_ptr<HostReader> Backend::host_reader(size_t bytes) { return std::make_unique<CopyingReader>(*this, bytes); }
 
 // ---- the fused ops' unfused defaults ----
 

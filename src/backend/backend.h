@@ -128,6 +128,17 @@ class OpGraph {
   virtual ~OpGraph() = default;
 };
 
+// A device-to-host copy that the host waits for later (decode lookahead): start() queues a
+// copy of the first bytes of `src` (in stream order: after the work queued before it) into
+// host memory the reader owns; wait() returns once they are there, with their address
+// (valid until the next start()). Made by Backend::host_reader.
+class HostReader {
+ public:
+  virtual ~HostReader() = default;
+  virtual void start(const Tensor& src) = 0;
+  virtual const void* wait() = 0;
+};
+
 class Backend;
 // A dense tensor [rows, cols] in fresh memory of `b`; the buffer is appended to `owner`,
 // which keeps it alive.
@@ -156,6 +167,11 @@ class Backend {
   virtual void upload(const Tensor& dst, const void* src, size_t bytes) = 0;
   virtual void download(const Tensor& src, void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // A reader of `bytes` bytes (HostReader). The default copies in start() (download).
+  virtual std::unique_ptr<HostReader> host_reader(size_t bytes);
+  // Whether ops return before the device has run them (CUDA: queued on a stream), so that
+  // the host can queue the next step while the device runs this one.
+  virtual bool asynchronous() const { return false; }
   // Graphs: record() runs `ops` and returns a graph that replays the same launches on the
   // same tensors (whose contents may change: per-token inputs live in device tensors), or
   // null where the backend has no graphs (the ops just ran). Nothing inside may allocate,

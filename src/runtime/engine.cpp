@@ -217,6 +217,14 @@ ForwardOutputs Session::append(const std::vector<Token>& tokens, const AppendOpt
   fo.row_exact = opt.row_exact;
   fo.ids_from = opt.ids_from;
   fo.ids_row0 = opt.ids_row0;
+  if (opt.ids_from.data) {
+    // Rows from ids_row0 on hold placeholders: what the cache held there (and any checkpoint
+    // after them) cannot be compared with them, so it is forgotten before note_written
+    // takes a placeholder that happens to equal the cached id for that id.
+    const int64_t q = pos0 + std::max<int64_t>(0, opt.ids_row0);
+    if (q < static_cast<int64_t>(cache_tokens_.size())) cache_tokens_.resize(static_cast<size_t>(q));
+    std::erase_if(checkpoints_, [&](const Kept& k) { return k.pos > q; });
+  }
   ForwardOutputs out = step(tokens.data(), n, pos0, opt.all_outputs, true, fo);
   if (fo.snapshots) {
     snap_pos0_ = pos0;

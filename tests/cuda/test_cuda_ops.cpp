@@ -210,7 +210,12 @@ TEST(CudaOps, Elementwise) {
 // (the byte path), an empty pair; a destination overlapping another pair is refused.
 TEST(CudaOps, CopyBatchIsTheCopiesBits) {
   DF_REQUIRE_GPU();
-  Backend& b = *gpu();
+  static cuda::CudaBackend on([] {  // CudaOptions::copy_batch is off by default
+    cuda::CudaOptions o;
+    o.copy_batch = true;
+    return o;
+  }());
+  Backend& b = on;
   std::vector<Held> src, one, batch;
   std::vector<Backend::CopyPair> singles, pairs;
   for (int i = 0; i < 40; ++i) {

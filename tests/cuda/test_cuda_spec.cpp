@@ -295,12 +295,14 @@ TEST(CudaSpecRows, RecurrentOpsAndSnapshots) {
 
 // ---- 2 and 3: whole models ----
 
-std::unique_ptr<Engine> load_cuda(const std::string& path, int64_t n_ctx = 512) {
+std::unique_ptr<Engine> load_cuda(const std::string& path, int64_t n_ctx = 512,
+                                  const std::function<void(EngineOptions&)>& tweak = {}) {
   EngineOptions eo;
   eo.model_path = path;
   eo.device = "cuda";
   eo.n_ctx = n_ctx;
   eo.prefill_chunk = 64;
+  if (tweak) tweak(eo);
   return Engine::load(eo);
 }
 
@@ -320,8 +322,8 @@ std::vector<Token> test_prompt(int64_t V, int p) {
 // A verify-shaped forward of n rows (snapshots, every row's outputs) after a prompt gives
 // each row the bits of token-by-token decode (graphs on in both), then accept() of j rows
 // leaves the state that decode of j rows leaves (the next step's logits agree).
-void expect_verify_equals_decode(const std::string& path) {
-  auto e = load_cuda(path);
+void expect_verify_equals_decode(const std::string& path, const std::function<void(EngineOptions&)>& tweak = {}) {
+  auto e = load_cuda(path, 512, tweak);
   const int64_t V = e->info().n_vocab;
   const std::vector<Token> prompt = test_prompt(V, 1);
   std::vector<Token> tail;
@@ -452,6 +454,84 @@ TEST(CudaSpecGenerate, RandomHeadGreedyIdenticalAtEveryDepthWithOracle) {
             << "prompt " << p << " n " << n << " depth " << depth << " oracle 0.7";
         if (n == 29) {
           EXPECT_GT(st.accepted, 0) << "the oracle's drafts must be accepted";
+        }
+      }
+    }
+  }
+}
+
+// ---- CudaOptions::copy_batch (off by default until it has run here) ----
+
+void copy_batch_on(EngineOptions& eo) { eo.cuda_copy_batch = true; }
+
+TEST(CudaSpecModels, CopyBatchVerifyRowsEqualDecode) {
+  DF_REQUIRE_GPU();
+  expect_verify_equals_decode(random_mtp_model(), copy_batch_on);
+  expect_verify_equals_decode(source_file("models/default.gguf"), copy_batch_on);
+}
+
+// The state copies and the q / gate split in one launch: the tokens of the per-copy engine,
+// plain and speculative (the oracle makes every accept length occur, so accept() copies slots).
+TEST(CudaSpecGenerate, CopyBatchGivesTheSameTokens) {
+  DF_REQUIRE_GPU();
+  for (const std::string& path : {random_mtp_model(), source_file("models/default.gguf")}) {
+    auto off = load_cuda(path);
+    auto on = load_cuda(path, 512, copy_batch_on);
+    const int64_t V = on->tokenizer().n_vocab();
+    for (int p = 0; p < 2; ++p) {
+      const std::vector<Token> prompt = test_prompt(V, p);
+      const auto ref = plain(*off, prompt, greedy(29));
+      EXPECT_EQ(plain(*on, prompt, greedy(29)), ref) << path << " prompt " << p;
+      for (int depth : {1, 3, 7}) {
+        spec::SpecOptions so = fixed_depth(depth);
+        so.draft_accept = 0.7;
+        so.oracle = ref;
+        EXPECT_EQ(speculative(*on, prompt, greedy(29), so), ref) << path << " prompt " << p << " depth " << depth;
+      }
+    }
+  }
+}
+
+// ---- greedy decode with lookahead (EngineOptions::decode_lookahead) ----
+
+// Queued steps (their ids read on the device, the id read back through pinned memory and an
+// event) give the tokens of plain steps, for budgets that end the generation and callback
+// stops that leave a step queued; a session continued afterwards gives the plain session's
+// greedy tokens.
+TEST(CudaGreedySteps, LookaheadGivesPlainTokens) {
+  DF_REQUIRE_GPU();
+  const std::string qwen3 = make_model(
+      "lookahead_qwen3", "--layers 2 --dim 128 --ff 256 --heads 4 --kv-heads 2 --type q8_0 --seed 7");
+  for (const std::string& path : {qwen3, random_mtp_model(), source_file("models/default.gguf")}) {
+    auto off = load_cuda(path);
+    auto on = load_cuda(path, 512, [](EngineOptions& eo) { eo.decode_lookahead = 1; });
+    {
+      Session s(*on);
+      EXPECT_TRUE(GreedySteps(s).lookahead()) << "auto: on for the CUDA backend";
+    }
+    const int64_t V = on->tokenizer().n_vocab();
+    for (int p = 0; p < 2; ++p) {
+      const std::vector<Token> prompt = test_prompt(V, p);
+      for (int64_t n : {1, 2, 40}) {
+        for (int64_t stop_after : {int64_t{0}, int64_t{2}, int64_t{7}}) {
+          std::vector<Token> got[2];
+          std::vector<Token> next_tokens[2];
+          for (int la = 0; la < 2; ++la) {
+            Engine& e = la ? *on : *off;
+            Session s(e);
+            GenerateOptions g = greedy(n);
+            PlainGenerator pg(s, g);
+            int64_t seen = 0;
+            got[la] = pg.run(prompt, [&](Token) { return stop_after == 0 || ++seen < stop_after; });
+            std::vector<Token> cont = prompt;
+            cont.insert(cont.end(), got[la].begin(), got[la].end());
+            cont.push_back(static_cast<Token>((p * 97 + 13) % V));
+            PlainGenerator pg2(s, greedy(6));
+            next_tokens[la] = pg2.run(cont, {});
+          }
+          EXPECT_EQ(got[1], got[0]) << path << " prompt " << p << " n " << n << " stop after " << stop_after;
+          EXPECT_EQ(next_tokens[1], next_tokens[0]) << path << " prompt " << p << " n " << n << " stop after " << stop_after
+                                                    << ": the continued session";
         }
       }
     }

@@ -11,6 +11,7 @@
 //     `--spec-draft-n-max`) gives the tokens of plain greedy decoding, and `--output json`
 //     reports `stats.spec` with one acceptance figure per draft position;
 //     `bench --spec mtp --draft-accept P` measures plain beside speculative generation;
+//   - `--decode-lookahead` keeps the greedy tokens (`bench` reports `decode_lookahead`);
 //   - `inspect` lists the metadata, the hyperparameters and every tensor;
 //   - `--top-k`, `--top-p`, `--min-p` reach the sampler (each can turn hot sampling greedy).
 #include <gtest/gtest.h>
@@ -183,6 +184,21 @@ TEST_F(ReadmeCli, TruncationFlagsReachTheSampler) {
     EXPECT_EQ(hot("0", "1", "1"), greedy) << "--min-p 1 --seed " << seed;
   }
   EXPECT_LT(hot_greedy, 3) << "--temp 1.5 decoded greedily for every seed: the check above proves nothing";
+}
+
+// README: "`--decode-lookahead off|auto|on` ... the same tokens"; and `bench` says which ran.
+TEST_F(ReadmeCli, DecodeLookaheadKeepsTheGreedyTokens) {
+  const std::string base = "run -q -t 1 -p " + kPrompt + " -n 24 --temp 0 --spec none ";
+  const json plain = cli_json(base + "--decode-lookahead off");
+  ASSERT_EQ(plain["tokens"].size(), 24u);
+  for (const char* mode : {"on", "auto"})
+    EXPECT_EQ(cli_json(base + "--decode-lookahead " + mode)["tokens"], plain["tokens"]) << mode;
+  const std::string bench = "bench -q --device cpu -t 1 -p 4 -n 8 -r 1 --decode-lookahead ";
+  EXPECT_TRUE(cli_json(bench + "on")["decode_lookahead"].get<bool>());
+  EXPECT_FALSE(cli_json(bench + "auto")["decode_lookahead"].get<bool>());  // the CPU backend runs each op at once
+  const auto r = cli(base + "--decode-lookahead sometimes 2>&1");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_LT(r.rc, 128);
 }
 
 TEST_F(ReadmeCli, SpeculativeDecodingKeepsTheGreedyTokens) {

@@ -312,6 +312,51 @@ void CudaBackend::synchronize() {
   cuda_check(cudaStreamSynchronize(ctx_->stream()), "synchronize");
 }
 
+namespace {
+
+// CudaBackend::host_reader: the copy into pinned memory queued on the stream with an event
+// after it; wait() blocks on the event only.
+class PinnedReader final : public HostReader {
+ public:
+  PinnedReader(const CudaContext& ctx, size_t bytes) : ctx_(ctx), bytes_(bytes) {
+    ctx.make_current();
+    cuda_check(cudaMallocHost(&host_, bytes == 0 ? 1 : bytes), "host_reader: cudaMallocHost");
+    const cudaError_t e = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      cudaFreeHost(host_);
+      cuda_check(e, "host_reader: cudaEventCreate");
+    }
+  }
+  ~PinnedReader() override {
+    cudaSetDevice(ctx_.device());
+    cudaEventDestroy(done_);
+    cudaFreeHost(host_);
+  }
+  void start(const Tensor& src) override {
+    if (src.nbytes() < bytes_) throw Error("host_reader: the tensor is smaller than the reader");
+    ctx_.make_current();
+    cuda_check(cudaMemcpyAsync(host_, src.data, bytes_, cudaMemcpyDeviceToHost, ctx_.stream()), "host_reader: copy");
+    cuda_check(cudaEventRecord(done_, ctx_.stream()), "host_reader: event");
+  }
+  const void* wait() override {
+    ctx_.make_current();
+    cuda_check(cudaEventSynchronize(done_), "host_reader: wait");
+    return host_;
+  }
+
+ private:
+  const CudaContext& ctx_;
+  size_t bytes_;
+  void* host_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<HostReader> CudaBackend::host_reader(size_t bytes) {
+  return std::make_unique<PinnedReader>(*ctx_, bytes);
+}
+
 // ---- ops ----
 
 namespace {

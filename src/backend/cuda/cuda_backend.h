@@ -124,8 +124,9 @@ struct CudaOptions {
   // tests of the grouped matvec path.
   bool moe_gemm = false;
   // copy_batch in one launch per 32 pairs (ops/copy_batch.cuh); false: a cudaMemcpy2DAsync per
-  // pair (Backend::copy_batch). The same bytes either way.
-  bool copy_batch = true;
+  // pair (Backend::copy_batch). The same bytes either way. Off until it has run on a GPU
+  // (CudaOps.CopyBatchIsTheCopiesBits turns it on).
+  bool copy_batch = false;
   // gated_delta_rule of more than 16 rows without snapshots (prefill; head size 32, 64 or 128,
   // q, k, v 16-byte aligned, outside a graph capture; otherwise the token kernel): 0 the token
   // kernel (ops/delta_rule.cuh, as before), 1 the chunked f32 kernel (ops/delta_rule_chunked.cuh,
@@ -198,6 +199,9 @@ class CudaBackend final : public Backend {
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override;
+  // Pinned host memory and an event: start() queues the copy, wait() syncs on the event.
+  std::unique_ptr<HostReader> host_reader(size_t bytes) override;
+  bool asynchronous() const override { return true; }
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) override;
