@@ -100,9 +100,14 @@ struct MmapCounts {
   uint64_t stacks = 0, lookups = 0, hits = 0, misses = 0, bytes = 0;
   uint64_t advised = 0;  // bytes advised by the prefetch
   double stall_s = 0, check_s = 0;
+  bool forecast = false;  // CpuOptions::expert_forecast
+  uint64_t fc_experts = 0, fc_routed = 0, fc_hits = 0, fc_bytes = 0;  // ExpertStats::forecast_* (pages as bytes)
+  double fc_s = 0;
   void add_delta(const MmapCounts& a, const MmapCounts& b) {  // += b - a
     lookups += b.lookups - a.lookups, hits += b.hits - a.hits, misses += b.misses - a.misses;
     advised += b.advised - a.advised;
+    fc_experts += b.fc_experts - a.fc_experts, fc_routed += b.fc_routed - a.fc_routed, fc_hits += b.fc_hits - a.fc_hits;
+    fc_bytes += b.fc_bytes - a.fc_bytes, fc_s += b.fc_s - a.fc_s;
     bytes += b.bytes - a.bytes, stall_s += b.stall_s - a.stall_s, check_s += b.check_s - a.check_s;
   }
 };
@@ -114,6 +119,9 @@ MmapCounts mmap_counts(Backend& b) {
     c.stacks = s.mapped_stacks, c.lookups = s.lookups, c.hits = s.hits, c.misses = s.misses;
     c.bytes = s.bytes_from_disk, c.stall_s = s.stall_seconds, c.check_s = s.check_seconds;
     c.prefetch = p->expert_prefetch_on(), c.advised = p->expert_prefetch_pages() * cpu::page_size();
+    c.forecast = p->expert_forecast_on();
+    c.fc_experts = s.forecast_experts, c.fc_routed = s.forecast_routed, c.fc_hits = s.forecast_hits;
+    c.fc_bytes = s.forecast_pages * cpu::page_size(), c.fc_s = s.forecast_seconds;
   }
   return c;
 }
@@ -149,6 +157,14 @@ nlohmann::json mmap_report(const MmapCounts& all, const MmapCounts& tg, const Mm
           {"decode_check_share", sec > 0 ? tg.check_s / sec : 0.0},
           // the prefetch's MADV_WILLNEED: the missing pages it asked for once the routing was known
           {"decode_advised_bytes_per_token", tokens > 0 ? static_cast<double>(tg.advised) / tokens : 0.0},
+          // the forecast (--cpu-expert-forecast): recall = routed experts it had predicted / routed
+          // ones, precision = those / predicted ones; its advised bytes and its own time per token
+          {"forecast", all.forecast},
+          {"decode_forecast_recall", tg.fc_routed > 0 ? static_cast<double>(tg.fc_hits) / static_cast<double>(tg.fc_routed) : 0.0},
+          {"decode_forecast_precision",
+           tg.fc_experts > 0 ? static_cast<double>(tg.fc_hits) / static_cast<double>(tg.fc_experts) : 0.0},
+          {"decode_forecast_advised_bytes_per_token", tokens > 0 ? static_cast<double>(tg.fc_bytes) / tokens : 0.0},
+          {"decode_forecast_ms_per_token", tokens > 0 ? 1000.0 * tg.fc_s / tokens : 0.0},
           {"prefill_lookups", pp.lookups},
           {"prefill_hits", pp.hits},
           {"prefill_misses", pp.misses},

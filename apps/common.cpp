@@ -41,6 +41,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "CPU, the same MoE models: as soon as a layer's routing is known, ask the kernel to read the "
                "missing pages of the experts it uses (MADV_WILLNEED, all rows and the gate, up and down stacks "
                "at once) so the disk reads them ahead of the products (default on; the same bits)");
+  app.add_flag("--cpu-expert-forecast,!--no-cpu-expert-forecast", f.cpu_expert_forecast,
+               "CPU, the same MoE models: at the start of each MoE layer, before its mixer, predict the block's "
+               "routing (its router over the residual stream as it is then) and ask the kernel to read the "
+               "predicted experts' missing pages, so the disk reads them while the mixer runs (default off; the "
+               "same bits; `bench` reports the forecast's recall and precision)");
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
   app.add_option("--decode-lookahead", f.decode_lookahead,
@@ -181,6 +186,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cpu.repack_q8_0 = f.cpu_repack == "all";
   o.cpu.expert_stats = f.cpu_expert_stats;
   o.cpu.expert_prefetch = f.cpu_expert_prefetch;
+  o.cpu.expert_forecast = f.cpu_expert_forecast;
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;

@@ -22,6 +22,7 @@ struct ModelFlags {
   std::string cpu_repack = "on";  // --cpu-repack on | off | all
   bool cpu_expert_stats = true;   // --cpu-expert-stats / --no-cpu-expert-stats
   bool cpu_expert_prefetch = true;  // --cpu-expert-prefetch / --no-cpu-expert-prefetch
+  bool cpu_expert_forecast = false;  // --cpu-expert-forecast / --no-cpu-expert-forecast
   bool kv_f32 = false;
   bool no_graphs = false;
   std::string decode_lookahead = "off";  // --decode-lookahead off|auto|on

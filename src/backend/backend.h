@@ -88,6 +88,19 @@ struct MoeExperts {
   Tensor ids, weights, gate, up, down, sh_gate, sh_up, sh_out, out;
 };
 
+// A MoE block's routing forecast (Backend::moe_forecast): the block's expert stacks and
+// router, and the residual stream x [n, dim] before the layer's mixer, which the block's
+// router will see (rms_norm(x + mixer), norm) after it. xn [n, dim] and logits [n, n_expert]:
+// scratch the backend may write (the mixer and the router overwrite them next).
+struct MoeForecast {
+  Tensor gate_exps, up_exps, down_exps;  // weight_stack()s of n_expert experts
+  int64_t n_expert = 0, n_used = 0;
+  Tensor router;  // [n_expert, dim]
+  Tensor norm;    // [1, dim] the block's input norm
+  float eps = 0.0f;
+  Tensor x, xn, logits;
+};
+
 // One attention layer's KV cache. Its layout is the backend's choice (the CPU backend keeps
 // V transposed, [kv_dim, capacity], so the product with the probabilities is a dot over
 // positions as in llama.cpp); model code only passes it back to kv_store / attention.
@@ -353,6 +366,10 @@ class Backend {
   // missing pages of stacks on the file's mapped pages: CpuOptions::expert_prefetch). No
   // result changes. Default: nothing.
   virtual void moe_experts_routed(const MoeExperts& m) {}
+  // A hint at the start of a MoE layer, before its mixer (MoeForecast): a backend that brings
+  // experts in from slow memory may predict the block's routing from x and start reading the
+  // predicted experts while the mixer runs. Changes no result; the default does nothing.
+  virtual void moe_forecast(const MoeForecast& f) {}
   virtual void moe_combine_add(const Tensor& experts, const Tensor& weights, const Tensor& shared,
                                const Tensor& gate, const Tensor& out, const Tensor& x);
 

@@ -20,6 +20,7 @@ struct CpuBackendOptions {
   bool repack_q8_0 = false;   // and Q8_0's (another summation order than llama.cpp's)
   bool expert_stats = true;   // stats of the MoE experts read from the file's mapped pages (CpuOptions::expert_stats)
   bool expert_prefetch = true;  // advise those experts' missing pages once routed (CpuOptions::expert_prefetch)
+  bool expert_forecast = false;  // and the forecast ones' before the layer's mixer (CpuOptions::expert_forecast)
 };
 
 struct BackendOptions {

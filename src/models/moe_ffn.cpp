@@ -111,6 +111,18 @@ void moe_ffn_residual(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeS
   b.moe_experts_residual(m, x, norm, eps, xn);
 }
 
+void moe_ffn_forecast(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& x,
+                      const Tensor& norm, float eps, const Tensor& xn) {
+  const int64_t n = x.rows;
+  if (n > t.logits.rows) throw Error("moe_ffn: more rows than the scratch holds");
+  MoeForecast fc;
+  fc.gate_exps = f.gate_exps, fc.up_exps = f.up_exps, fc.down_exps = f.down_exps;
+  fc.n_expert = s.n_expert, fc.n_used = s.n_used;
+  fc.router = f.router, fc.norm = norm, fc.eps = eps;
+  fc.x = x, fc.xn = xn, fc.logits = t.logits.slice_rows(0, n);
+  b.moe_forecast(fc);
+}
+
 uint64_t moe_weight_bytes(const MoeFfn& f) {
   return f.router.nbytes() + f.gate_exps.nbytes() + f.up_exps.nbytes() + f.down_exps.nbytes() +
          f.shexp_gate_inp.nbytes() + f.shexp_gate.nbytes() + f.shexp_up.nbytes() + f.shexp_down.nbytes();

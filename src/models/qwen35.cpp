@@ -114,6 +114,7 @@ class Qwen35 final : public Model {
       size_t i_rec = 0, i_att = 0;
       for (const Layer& L : layers_) {
         // x += mixer(rms_norm(x)); x += ffn(rms_norm(x))  (xn [n, dim] scratch)
+        if (hp_.moe) moe_ffn_forecast(b, hp_.moe_shape, L.moe, s_.moe, x, L.post_norm, m.rms_eps, xn);
         if (L.recurrent) {
           qwen35::delta_net_residual(b, hp_, L.dn, s_.dn, in, st, i_rec++, opt.snapshots, x, L.attn_norm, xn);
         } else {

@@ -7,6 +7,13 @@
 //   - the logits are the same bits with the prefetch on and off, the stats on and off, with
 //     the file's pages resident or evicted;
 //   - with the stats off, a cold decode advises pages (the prefetch runs without the stats).
+// The forecast (CpuOptions::expert_forecast, Backend::moe_forecast):
+//   - the router over rms_norm(x) picks each row's top experts; the missing pages of those
+//     (all three stacks) are queued for the advisor's thread, none when resident; the routing
+//     then counts how many of its experts were forecast (recall / precision counters);
+//   - on a random qwen35moe model the logits are the same bits with it on and off, and it
+//     forecasts (and, cold, queues pages) at every MoE layer.
+// PageAdvisor: the spans queued are advised by its thread, all of them by drain().
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -70,9 +77,10 @@ struct Fixture {
   std::vector<int32_t> ids = {9, 2, 3, 3, 14, 2};  // experts 2, 3, 9, 14
   size_t expert_bytes = kRows * kCols * sizeof(float);
   size_t offs[3] = {4096 + 96, 4096 + 96 + 16 * 15360 + 32, 4096 + 96 + 2 * 16 * 15360 + 64};
-  explicit Fixture(bool stats, bool prefetch)
+  explicit Fixture(bool stats, bool prefetch, bool forecast = false)
       : f(testutil::test_dir(DF_UNIT_WORK_DIR) + "/prefetch.bin", 4096 + 3 * 16 * 15360 + 8192),
-        b(cpu::CpuOptions{.threads = 1, .repack = false, .expert_stats = stats, .expert_prefetch = prefetch}) {
+        b(cpu::CpuOptions{.threads = 1, .repack = false, .expert_stats = stats, .expert_prefetch = prefetch,
+                          .expert_forecast = forecast}) {
     b.weight_file(f.path, f.map, f.bytes);
     Tensor* stacks[3] = {&m.gate_exps, &m.up_exps, &m.down_exps};
     for (int s = 0; s < 3; ++s) *stacks[s] = b.weight_stack(GgmlType::F32, kCols, kRows, kExperts, f.map + offs[s]);
@@ -82,10 +90,11 @@ struct Fixture {
     m.ids.rows = 2, m.ids.cols = kUsed, m.ids.stride = kUsed * sizeof(int32_t);
   }
   // The pages holding a byte of a used expert of any stack (page-by-page brute force).
-  std::set<uintptr_t> used_pages() const {
+  std::set<uintptr_t> used_pages() const { return pages_of(ids); }
+  std::set<uintptr_t> pages_of(const std::vector<int32_t>& experts) const {
     std::set<uintptr_t> out;
     for (const size_t o : offs)
-      for (const int32_t e : ids) {
+      for (const int32_t e : experts) {
         const uintptr_t a = reinterpret_cast<uintptr_t>(f.map + o + expert_bytes * static_cast<size_t>(e));
         for (uintptr_t p = a / page_size(); p <= (a + expert_bytes - 1) / page_size(); ++p) out.insert(p);
       }
@@ -209,6 +218,137 @@ TEST(CpuExpertPrefetch, SameBitsWithPrefetchOnAndOff) {
           EXPECT_EQ(std::memcmp(got[i].data(), ref[i].data(), ref[i].size() * sizeof(float)), 0)
               << "row " << i << " stats " << stats << " prefetch " << prefetch << " cold " << cold;
       }
+}
+
+// A forecast over the fixture's stacks: a one-hot router (row e picks column e of x), so each
+// row's top experts are its largest x columns: row 0 -> {5, 2, 11}, row 1 -> {5, 7, 0}.
+struct ForecastInput {
+  std::vector<float> router, norm, x, xn, logits;
+  MoeForecast f;
+  explicit ForecastInput(const Fixture& fx) {
+    constexpr int64_t E = Fixture::kExperts, C = Fixture::kCols;
+    router.assign(E * C, 0.0f);
+    for (int64_t e = 0; e < E; ++e) router[static_cast<size_t>(e * C + e)] = 1.0f;
+    norm.assign(C, 1.0f);
+    x.assign(2 * C, 0.01f);
+    x[5] = 9, x[2] = 8, x[11] = 7;
+    x[C + 5] = 9, x[C + 7] = 8, x[C + 0] = 7;
+    xn.assign(2 * C, 0.0f);
+    logits.assign(2 * E, 0.0f);
+    f.gate_exps = fx.m.gate_exps, f.up_exps = fx.m.up_exps, f.down_exps = fx.m.down_exps;
+    f.n_expert = E, f.n_used = Fixture::kUsed;
+    f.router = Tensor{router.data(), GgmlType::F32, C, E, C * sizeof(float)};
+    f.norm = Tensor{norm.data(), GgmlType::F32, C, 1, C * sizeof(float)};
+    f.eps = 1e-6f;
+    f.x = Tensor{x.data(), GgmlType::F32, C, 2, C * sizeof(float)};
+    f.xn = Tensor{xn.data(), GgmlType::F32, C, 2, C * sizeof(float)};
+    f.logits = Tensor{logits.data(), GgmlType::F32, E, 2, E * sizeof(float)};
+  }
+};
+
+TEST(CpuExpertForecast, QueuesThePredictedExpertsAndCountsTheirRecall) {
+  Fixture x(true, true, true);
+  ASSERT_NE(x.f.map, nullptr);
+  ASSERT_TRUE(x.b.expert_forecast_on());
+  if (!x.f.evict()) GTEST_SKIP() << "posix_fadvise(POSIX_FADV_DONTNEED) did not evict the whole file here";
+  ForecastInput in(x);
+  x.b.moe_forecast(in.f);
+  const std::vector<int32_t> predicted = {0, 2, 5, 7, 11};
+  cpu::ExpertStats s = x.b.expert_stats();
+  EXPECT_EQ(s.forecast_experts, predicted.size());
+  EXPECT_EQ(s.forecast_pages, x.pages_of(predicted).size()) << "every page of the 5 predicted experts x 3 stacks";
+  EXPECT_EQ(s.lookups, 0u) << "a forecast is not a lookup";
+  // the routing (experts 2, 3, 9, 14): one of its four was forecast
+  x.b.moe_experts_routed(x.m);
+  s = x.b.expert_stats();
+  EXPECT_EQ(s.forecast_routed, 4u);
+  EXPECT_EQ(s.forecast_hits, 1u);
+  // a routing without a forecast before it adds nothing to the forecast counters
+  x.b.moe_experts_routed(x.m);
+  EXPECT_EQ(x.b.expert_stats().forecast_routed, 4u);
+  // resident: a forecast queues no page
+  cpu::touch_pages(cpu::page_span(x.f.map, x.f.bytes));
+  x.b.moe_forecast(in.f);
+  EXPECT_EQ(x.b.expert_stats().forecast_pages, s.forecast_pages);
+  EXPECT_EQ(x.b.expert_stats().forecast_experts, 2 * predicted.size());
+}
+
+TEST(CpuExpertForecast, OffDoesNothing) {
+  Fixture x(true, true, false);
+  ASSERT_NE(x.f.map, nullptr);
+  EXPECT_FALSE(x.b.expert_forecast_on());
+  ForecastInput in(x);
+  x.b.moe_forecast(in.f);
+  x.b.moe_experts_routed(x.m);
+  const cpu::ExpertStats s = x.b.expert_stats();
+  EXPECT_EQ(s.forecast_experts + s.forecast_routed + s.forecast_hits + s.forecast_pages, 0u);
+  EXPECT_EQ(in.logits, std::vector<float>(in.logits.size(), 0.0f)) << "no router product";
+}
+
+TEST(CpuExpertForecast, SameBitsAndForecastsEveryMoeLayer) {
+  const std::string path = modeltest::make_model("forecast_moe", modeltest::kQwen35MoeArgs);
+  std::vector<std::vector<float>> ref;
+  for (bool forecast : {false, true})
+    for (bool cold : {false, true}) {
+      EngineOptions eo;
+      eo.model_path = path;
+      eo.device = "cpu";
+      eo.cpu.threads = 2;
+      eo.cpu.repack = false;
+      eo.cpu.expert_forecast = forecast;
+      eo.n_ctx = 128;
+      eo.prefill_chunk = 16;
+      auto e = Engine::load(eo);
+      const int64_t V = std::min<int64_t>(e->info().n_vocab, e->tokenizer().n_vocab());
+      bool evicted = false;
+      if (cold) {
+        ::madvise(const_cast<uint8_t*>(e->file().base()), e->file().file_size(), MADV_RANDOM);
+        testutil::evict_file_pages(e->file().path(), e->file().base(), e->file().file_size());
+        std::vector<unsigned char> vec;
+        evicted = cpu::missing_pages(cpu::page_span(e->file().base(), e->file().file_size()), vec) > 0;
+      }
+      std::vector<std::vector<float>> got;
+      Session s(*e);
+      got.push_back(s.prefill(ids(21, 3, V)));
+      for (Token t : ids(6, 4, V)) got.push_back(s.decode(t));
+      const cpu::ExpertStats st = dynamic_cast<cpu::CpuBackend&>(e->backend()).expert_stats();
+      if (!forecast) {
+        EXPECT_EQ(st.forecast_experts, 0u);
+        if (!cold) ref = got;
+      } else {
+        // 4 MoE layers x (2 prefill chunks + 6 decode steps), each forecast then routed
+        EXPECT_GT(st.forecast_experts, 0u);
+        EXPECT_GE(st.forecast_routed, 4u * 8u * 3u);
+        EXPECT_LE(st.forecast_hits, st.forecast_routed);
+        EXPECT_GT(st.forecast_hits, 0u);
+        if (evicted) {
+          EXPECT_GT(st.forecast_pages, 0u) << "cold: the first forecasts find missing pages";
+        }
+        std::printf("forecast %s: recall %.3f precision %.3f, %llu pages queued\n", cold ? "cold" : "warm",
+                    static_cast<double>(st.forecast_hits) / static_cast<double>(st.forecast_routed),
+                    static_cast<double>(st.forecast_hits) / static_cast<double>(st.forecast_experts),
+                    static_cast<unsigned long long>(st.forecast_pages));
+      }
+      ASSERT_EQ(got.size(), ref.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_EQ(std::memcmp(got[i].data(), ref[i].data(), ref[i].size() * sizeof(float)), 0)
+            << "row " << i << " forecast " << forecast << " cold " << cold;
+    }
+}
+
+TEST(PageAdvisor, AdvisesEverySpanQueued) {
+  MappedFile f(testutil::test_dir(DF_UNIT_WORK_DIR) + "/advisor.bin", 64 * page_size());
+  ASSERT_NE(f.map, nullptr);
+  cpu::PageAdvisor a;
+  std::vector<cpu::PageSpan> spans;
+  for (int i = 0; i < 8; ++i) spans.push_back(cpu::page_span(f.map + (8 * i + 1) * page_size(), 3 * page_size()));
+  a.advise(std::span<const cpu::PageSpan>(spans).first(3));
+  a.advise(std::span<const cpu::PageSpan>(spans).subspan(3));
+  a.drain();
+  EXPECT_EQ(a.pages_advised(), 8u * 3u);
+  a.advise({});
+  a.drain();
+  EXPECT_EQ(a.pages_advised(), 8u * 3u);
 }
 
 }  // namespace

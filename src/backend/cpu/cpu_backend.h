@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/expert_pages.h"
 #include "backend/cpu/mapped_pages.h"
+#include "backend/cpu/page_advisor.h"
 #include "backend/cpu/ssm_vec.h"
 #include "backend/cpu/thread_pool.h"
 #include "quant/cpu/kernels.h"
@@ -50,6 +51,14 @@ struct CpuOptions {
   // stats on too, the stats count the pages as they were at that moment and their stall is
   // the wait in the product for the advised pages. The products' bits do not change.
   bool expert_prefetch = true;
+  // Forecast of the routed experts on the file's mapped pages (Backend::moe_forecast): at the
+  // start of a MoE layer, before its mixer, the block's router over rms_norm of the residual
+  // stream as it is then predicts the routing (the top n_used experts of each row), and the
+  // missing pages of the predicted experts are advised MADV_WILLNEED by a thread of their own
+  // (PageAdvisor: the op thread does not wait for the advice), so that the disk reads them
+  // while the mixer runs; the routing itself then advises what was missed. Counted in
+  // ExpertStats (forecast_*). Off by default; the products' bits do not change.
+  bool expert_forecast = false;
 };
 
 // CpuOptions::expert_stats: counters over the expert matrices matmul_id read from mapped
@@ -62,6 +71,12 @@ struct ExpertStats {
   uint64_t bytes_from_disk = 0;  // pages that were not resident (each counted once a call) x the page size
   double stall_seconds = 0;      // wall time the op thread waited for those pages (steady clock)
   double check_seconds = 0;      // wall time of the residency checks (mincore): the stats' own cost
+  // CpuOptions::expert_forecast (counted with or without the stats):
+  uint64_t forecast_experts = 0;  // experts forecast (per call of a stack, all rows), summed
+  uint64_t forecast_routed = 0;   // experts then routed in the calls that had a forecast
+  uint64_t forecast_hits = 0;     // of those, forecast
+  uint64_t forecast_pages = 0;    // pages the forecast queued for advice (missing when checked)
+  double forecast_seconds = 0;    // op-thread time of the forecasts (router, checks, queueing): their cost
 };
 
 // MemAvailable of /proc/meminfo in bytes (free memory plus reclaimable caches, the files'
@@ -119,8 +134,9 @@ class CpuBackend final : public Backend {
                  const Tensor& y) override;
   void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
                    const Tensor& out) override;
-  // CpuOptions::expert_prefetch (expert_prefetch.cpp).
+  // CpuOptions::expert_prefetch and expert_forecast (expert_prefetch.cpp).
   void moe_experts_routed(const MoeExperts& m) override;
+  void moe_forecast(const MoeForecast& f) override;
 
   int threads() const { return pool_.size(); }
   // Bytes of repacked weight copies held, planar huge-page copies included (0 with repack off).
@@ -129,6 +145,7 @@ class CpuBackend final : public Backend {
   bool expert_stats_on() const { return expert_stats_on_; }
   const ExpertStats& expert_stats() const { return expert_stats_; }
   bool expert_prefetch_on() const { return expert_prefetch_on_; }
+  bool expert_forecast_on() const { return expert_forecast_on_; }
   // Pages advised MADV_WILLNEED by the expert prefetch since load (each page once a call).
   uint64_t expert_prefetch_pages() const { return prefetch_pages_; }
 
@@ -179,6 +196,16 @@ class CpuBackend final : public Backend {
   // Whether matmul_id's stack W with these used experts was checked and advised by the
   // prefetch (stats on): then its missing pages are faulted in here (timed) and true.
   bool finish_prefetched_experts(const Tensor& W, const int64_t* experts, int64_t n_used);
+  struct PrefetchedStack;
+  // Whether W's experts are multiplied from the mapped file (no repacked stack copy).
+  bool stack_on_mapped_pages(const Tensor& W) const;
+  // The pages of the used experts (ascending) of the stacks Ws that mincore finds missing, into
+  // advise_; with checked (may be null): per stack, its spans and missing counts (the stats).
+  void check_missing_experts(std::span<const Tensor* const> Ws, int64_t n_expert, std::span<const int64_t> used,
+                             std::vector<PrefetchedStack>* checked);
+  // advise_ advised MADV_WILLNEED, joined by address, here or (via) by that thread; returns
+  // the pages advised.
+  uint64_t advise_checked_experts(PageAdvisor* via);
 
   const Kernels& kernels_;
   bool repack_;
@@ -207,6 +234,10 @@ class CpuBackend final : public Backend {
     std::vector<int64_t> missing;  // and how many of each were missing when checked
   };
   std::vector<PrefetchedStack> prefetched_;  // the last routing's stacks (at most 3)
+  bool expert_forecast_on_;                  // CpuOptions::expert_forecast
+  // moe_forecast: per gate stack its forecast experts (ascending), until the routing compares
+  std::vector<std::pair<const void*, std::vector<int64_t>>> forecasts_;
+  std::unique_ptr<PageAdvisor> advisor_;  // the forecast's advice (made with the first forecast)
   const SsmVec& ssm_;
   int64_t exact_rows_opt_;  // CpuOptions::exact_rows
   int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0

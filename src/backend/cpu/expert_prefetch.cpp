@@ -5,6 +5,11 @@
 // mapped stack one at a time (after many misses the kernel reads single pages, no read-around:
 // measured ~6x slower decode from disk, bench/cpu/results/cpumoe_2026-12-02.md).
 //
+// The forecast (CpuOptions::expert_forecast, moe_forecast) advises the experts that the block's
+// router picks from the residual stream before the layer's mixer, so the disk reads them
+// while the mixer runs; the routing then compares (ExpertStats::forecast_*) and advises what
+// the forecast missed.
+//
 // With the expert stats on, the check here is the stats' check (the pages as they were before
 // any advice); matmul_id then faults in the pages that were missing, timed as the stall
 // (finish_prefetched_experts), instead of checking again.
@@ -15,42 +20,100 @@
 
 namespace df::cpu {
 
-void CpuBackend::moe_experts_routed(const MoeExperts& m) {
-  prefetched_.clear();  // an earlier routing's stacks: their products are done
-  if (!expert_prefetch_on_ || m.ids.rows == 0) return;
+bool CpuBackend::stack_on_mapped_pages(const Tensor& W) const {
+  const Repacked* rp = repacked(W);
+  return !(rp && rp->stack) && in_mapped_file(W.data, W.nbytes());
+}
+
+void CpuBackend::check_missing_experts(std::span<const Tensor* const> Ws, int64_t n_expert,
+                                       std::span<const int64_t> used, std::vector<PrefetchedStack>* checked) {
   constexpr int64_t kMergeGapPages = 256;  // as account_mapped_experts: one mincore per nearby run
-  const auto c0 = std::chrono::steady_clock::now();
-  bool routed = false;
   advise_.clear();
-  for (const Tensor* W : {&m.gate_exps, &m.up_exps, &m.down_exps}) {
-    // only stacks multiplied from the mapped file (no repacked copy), as the stats
-    const Repacked* rp = repacked(*W);
-    if ((rp && rp->stack) || !in_mapped_file(W->data, W->nbytes())) continue;
-    if (!routed) used_experts(m.ids, m.n_expert, used_), routed = true;
-    const size_t expert_bytes = W->stride * static_cast<size_t>(W->rows / m.n_expert);
-    expert_page_spans(static_cast<const uint8_t*>(W->data), expert_bytes, used_, spans_);
+  for (const Tensor* W : Ws) {
+    const size_t expert_bytes = W->stride * static_cast<size_t>(W->rows / n_expert);
+    expert_page_spans(static_cast<const uint8_t*>(W->data), expert_bytes, used, spans_);
     missing_.resize(spans_.size());
     missing_pages_each(spans_, kMergeGapPages, mincore_vec_, missing_.data());
     for (size_t i = 0; i < spans_.size(); ++i)
       if (missing_[i] > 0) advise_.push_back(spans_[i]);
-    if (expert_stats_on_) {
-      count_mapped_experts(spans_, missing_.data());
-      prefetched_.push_back({W->data, used_, spans_, missing_});
-    }
+    if (checked) checked->push_back({W->data, std::vector<int64_t>(used.begin(), used.end()), spans_, missing_});
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  if (expert_stats_on_) expert_stats_.check_seconds += std::chrono::duration<double>(t0 - c0).count();
-  if (advise_.empty()) return;
-  // the three stacks lie anywhere in the file: by address, then adjacent experts' pages as one
-  // range each (the kernel queues the reads of a range at once)
+}
+
+uint64_t CpuBackend::advise_checked_experts(PageAdvisor* via) {
+  if (advise_.empty()) return 0;
+  // the stacks lie anywhere in the file: by address, then adjacent experts' pages as one range
+  // each (the kernel queues the reads of a range at once)
   std::sort(advise_.begin(), advise_.end(), [](const PageSpan& a, const PageSpan& b) { return a.first < b.first; });
   join_page_spans(advise_, joined_);
-  for (const PageSpan& s : joined_) {
-    advise_willneed(s);
-    prefetch_pages_ += static_cast<uint64_t>(s.pages);
+  if (via) via->advise(joined_);
+  uint64_t pages = 0;
+  for (const PageSpan& sp : joined_) {
+    if (!via) advise_willneed(sp);
+    pages += static_cast<uint64_t>(sp.pages);
   }
+  return pages;
+}
+
+void CpuBackend::moe_experts_routed(const MoeExperts& m) {
+  prefetched_.clear();  // an earlier routing's stacks: their products are done
+  if (m.ids.rows == 0) return;
+  const Tensor* mapped[3];
+  size_t n_mapped = 0;
+  for (const Tensor* W : {&m.gate_exps, &m.up_exps, &m.down_exps})  // only stacks multiplied from the mapped file
+    if (stack_on_mapped_pages(*W)) mapped[n_mapped++] = W;
+  auto fc = std::find_if(forecasts_.begin(), forecasts_.end(), [&](const auto& f) { return f.first == m.gate_exps.data; });
+  if (n_mapped == 0 || (!expert_prefetch_on_ && fc == forecasts_.end())) return;
+  const auto c0 = std::chrono::steady_clock::now();
+  used_experts(m.ids, m.n_expert, used_);
+  if (fc != forecasts_.end()) {  // how well this block's forecast did
+    const std::vector<int64_t>& f = fc->second;
+    expert_stats_.forecast_routed += used_.size();
+    for (int64_t e : used_) expert_stats_.forecast_hits += std::binary_search(f.begin(), f.end(), e) ? 1 : 0;
+    forecasts_.erase(fc);
+  }
+  if (!expert_prefetch_on_) return;
+  check_missing_experts(std::span<const Tensor* const>(mapped, n_mapped), m.n_expert, used_,
+                        expert_stats_on_ ? &prefetched_ : nullptr);
+  for (const PrefetchedStack& p : prefetched_) count_mapped_experts(p.spans, p.missing.data());
+  const auto t0 = std::chrono::steady_clock::now();
+  if (expert_stats_on_) expert_stats_.check_seconds += std::chrono::duration<double>(t0 - c0).count();
+  prefetch_pages_ += advise_checked_experts(nullptr);
   // the advice's own time counts as stall, as in account_mapped_experts
-  if (expert_stats_on_) expert_stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (expert_stats_on_ && !advise_.empty())
+    expert_stats_.stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void CpuBackend::moe_forecast(const MoeForecast& f) {
+  if (!expert_forecast_on_ || f.x.rows == 0) return;
+  const Tensor* mapped[3];
+  size_t n_mapped = 0;
+  for (const Tensor* W : {&f.gate_exps, &f.up_exps, &f.down_exps})
+    if (stack_on_mapped_pages(*W)) mapped[n_mapped++] = W;
+  if (n_mapped == 0) return;  // every expert of the block is in memory already
+  const auto t0 = std::chrono::steady_clock::now();
+  // the router over rms_norm(x, norm): logits [n, E]; each row's top n_used experts
+  rms_norm(f.x, f.norm, f.eps, f.xn);
+  matmul(f.router, f.xn, f.logits);
+  const int64_t E = f.n_expert, k = std::min(f.n_used, f.n_expert);
+  std::vector<int64_t> predicted;
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int64_t r = 0; r < f.logits.rows; ++r) {
+    const float* l = reinterpret_cast<const float*>(static_cast<const uint8_t*>(f.logits.data) + r * f.logits.stride);
+    for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    predicted.insert(predicted.end(), order.begin(), order.begin() + k);
+  }
+  std::sort(predicted.begin(), predicted.end());
+  predicted.erase(std::unique(predicted.begin(), predicted.end()), predicted.end());
+  expert_stats_.forecast_experts += predicted.size();
+  check_missing_experts(std::span<const Tensor* const>(mapped, n_mapped), E, predicted, nullptr);
+  if (!advisor_) advisor_ = std::make_unique<PageAdvisor>();
+  expert_stats_.forecast_pages += advise_checked_experts(advisor_.get());  // advised by the advisor's thread
+  auto it = std::find_if(forecasts_.begin(), forecasts_.end(), [&](const auto& p) { return p.first == f.gate_exps.data; });
+  if (it == forecasts_.end()) forecasts_.emplace_back(f.gate_exps.data, std::move(predicted));
+  else it->second = std::move(predicted);
+  expert_stats_.forecast_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void CpuBackend::count_mapped_experts(std::span<const PageSpan> spans, const int64_t* missing) {
