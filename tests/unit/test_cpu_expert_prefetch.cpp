@@ -156,7 +156,7 @@ TEST(CpuExpertPrefetch, OffAdvisesNothing) {
 
 // ---- a random qwen35moe model (f32 stacks on the mapped file: --cpu-repack off) ----
 
-std::unique_ptr<Engine> load(const std::string& path, bool stats, bool prefetch) {
+std::unique_ptr<Engine> load(const std::string& path, bool stats, bool prefetch, bool forecast = false) {
   EngineOptions eo;
   eo.model_path = path;
   eo.device = "cpu";
@@ -164,6 +164,7 @@ std::unique_ptr<Engine> load(const std::string& path, bool stats, bool prefetch)
   eo.cpu.repack = false;
   eo.cpu.expert_stats = stats;
   eo.cpu.expert_prefetch = prefetch;
+  eo.cpu.expert_forecast = forecast;
   eo.n_ctx = 128;
   eo.prefill_chunk = 16;
   return Engine::load(eo);
@@ -176,10 +177,12 @@ std::vector<Token> ids(int64_t n, int64_t seed, int64_t vocab) {
 }
 
 // Prompt logits and 6 decoded tokens' logits, the file's pages evicted first when `cold`;
-// advised: the pages the prefetch advised; evicted: whether eviction left pages missing.
+// advised: the pages the prefetch advised; evicted: whether eviction left pages missing;
+// forecast: CpuOptions::expert_forecast, with the backend's stats after the run in *st.
 std::vector<std::vector<float>> run_logits(const std::string& path, bool stats, bool prefetch, bool cold,
-                                           uint64_t* advised, bool* evicted = nullptr) {
-  auto e = load(path, stats, prefetch);
+                                           uint64_t* advised, bool* evicted = nullptr, bool forecast = false,
+                                           cpu::ExpertStats* st = nullptr) {
+  auto e = load(path, stats, prefetch, forecast);
   const int64_t V = std::min<int64_t>(e->info().n_vocab, e->tokenizer().n_vocab());
   if (cold) {
     ::madvise(const_cast<uint8_t*>(e->file().base()), e->file().file_size(), MADV_RANDOM);
@@ -192,6 +195,7 @@ std::vector<std::vector<float>> run_logits(const std::string& path, bool stats, 
   out.push_back(s.prefill(ids(21, 3, V)));
   for (Token t : ids(6, 4, V)) out.push_back(s.decode(t));
   *advised = dynamic_cast<cpu::CpuBackend&>(e->backend()).expert_prefetch_pages();
+  if (st) *st = dynamic_cast<cpu::CpuBackend&>(e->backend()).expert_stats();
   return out;
 }
 
@@ -290,28 +294,10 @@ TEST(CpuExpertForecast, SameBitsAndForecastsEveryMoeLayer) {
   std::vector<std::vector<float>> ref;
   for (bool forecast : {false, true})
     for (bool cold : {false, true}) {
-      EngineOptions eo;
-      eo.model_path = path;
-      eo.device = "cpu";
-      eo.cpu.threads = 2;
-      eo.cpu.repack = false;
-      eo.cpu.expert_forecast = forecast;
-      eo.n_ctx = 128;
-      eo.prefill_chunk = 16;
-      auto e = Engine::load(eo);
-      const int64_t V = std::min<int64_t>(e->info().n_vocab, e->tokenizer().n_vocab());
+      uint64_t advised = 0;
       bool evicted = false;
-      if (cold) {
-        ::madvise(const_cast<uint8_t*>(e->file().base()), e->file().file_size(), MADV_RANDOM);
-        testutil::evict_file_pages(e->file().path(), e->file().base(), e->file().file_size());
-        std::vector<unsigned char> vec;
-        evicted = cpu::missing_pages(cpu::page_span(e->file().base(), e->file().file_size()), vec) > 0;
-      }
-      std::vector<std::vector<float>> got;
-      Session s(*e);
-      got.push_back(s.prefill(ids(21, 3, V)));
-      for (Token t : ids(6, 4, V)) got.push_back(s.decode(t));
-      const cpu::ExpertStats st = dynamic_cast<cpu::CpuBackend&>(e->backend()).expert_stats();
+      cpu::ExpertStats st;
+      const auto got = run_logits(path, true, true, cold, &advised, &evicted, forecast, &st);
       if (!forecast) {
         EXPECT_EQ(st.forecast_experts, 0u);
         if (!cold) ref = got;

@@ -6,6 +6,7 @@
 #                     a one-line summary; skipped once BUDGET s (default 430) have passed
 #   lead_tests        df_cuda_tests (TESTS_TIMEOUT s, default 330) into $OUT/tests.txt and its summary
 #   lead_collect      the b_*.json into $OUT/benches.json, tests.txt xz'ed
+#   lead_tests_only S  with PART=tests: lead_tests (TESTS_TIMEOUT, default S s), lead_collect, exit
 T0=$SECONDS
 VOCAB=tools/make_model/vocab_corpus.txt
 lead_unpack() {
@@ -47,4 +48,10 @@ out={os.path.basename(f)[2:-5]: json.load(open(f)) for f in glob.glob(os.environ
 json.dump(out, open(os.environ['OUT']+'/benches.json','w'), indent=1)"
   rm -f $OUT/b_*.json; [ -f $OUT/tests.txt ] && xz -T8 $OUT/tests.txt
   echo "done $((SECONDS - T0)) s"
+}
+lead_tests_only() {
+  [ "${PART:-1}" = tests ] || return 0
+  TESTS_TIMEOUT=${TESTS_TIMEOUT:-$1} lead_tests
+  lead_collect
+  exit 0
 }

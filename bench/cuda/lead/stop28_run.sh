@@ -16,11 +16,7 @@
 set -uo pipefail
 source bench/cuda/lead/lib.sh
 lead_unpack ${CARRY:-.devcarry/lf28b}
-if [ "${PART:-1}" = tests ]; then
-  TESTS_TIMEOUT=${TESTS_TIMEOUT:-420} lead_tests
-  lead_collect
-  exit 0
-fi
+lead_tests_only 420
 ( mk /tmp/q3_4b_q4.gguf --preset qwen3_4b --type q4_0 &
   mk /tmp/q3_4b_q8.gguf --preset qwen3_4b --type q8_0 &
   wait ) &
