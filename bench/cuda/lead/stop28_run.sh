@@ -4,6 +4,10 @@
 # pack must fit the 64 MiB transfer):
 #   bench/cuda/pack.sh .devcarry/lf28t build/tests/df_cuda_tests build/df_make_model
 #   bench/cuda/pack.sh .devcarry/lf28b build/diskformer build/df_make_model
+# Sizes here (stop 28): lf28t 32.4 MB (fits beside the 32 MB checkout), lf28b 37.9 MB (does not:
+# 5.7 MB of it are diskformer's shared libraries, libcurl and its dependencies). PART=tests
+# therefore also writes $OUT/libs.txt: which of those the device machine has under the same
+# names; pack lf28b with SKIP_LIBS="<the ones it has>" so that it fits with the default model.
 # PART=tests (carry lf28t): df_cuda_tests unfiltered: among them the unrun ones,
 #   MatvecCudaTma.*, CudaOps.CopyBatchIsTheCopiesBits, CudaSpecModels.CopyBatchVerifyRowsEqualDecode,
 #   CudaSpecGenerate.CopyBatchGivesTheSameTokens, CudaGreedySteps.LookaheadGivesPlainTokens.
@@ -16,6 +20,16 @@
 set -uo pipefail
 source bench/cuda/lead/lib.sh
 lead_unpack ${CARRY:-.devcarry/lf28b}
+if [ "${PART:-1}" = tests ]; then  # diskformer's libraries (ldd here) that the device machine has
+  for l in libpcre2-8.so.0 libcurl.so.4 libcrypto.so.3 libcpp-httplib.so.0.11 libnghttp2.so.14 libidn2.so.0 \
+      libssh2.so.1 libpsl.so.5 libssl.so.3 libgssapi_krb5.so.2 libldap-2.5.so.0 liblber-2.5.so.0 libzstd.so.1 \
+      libbrotlidec.so.1 libz.so.1 libbrotlienc.so.1 libunistring.so.2 libgnutls.so.30 libhogweed.so.6 \
+      libnettle.so.8 libgmp.so.10 libkrb5.so.3 libk5crypto.so.3 libcom_err.so.2 libkrb5support.so.0 \
+      libsasl2.so.2 libbrotlicommon.so.1 libp11-kit.so.0 libtasn1.so.6 libkeyutils.so.1 libresolv.so.2 libffi.so.8; do
+    if ldconfig -p | awk '{print $1}' | grep -x "$l" > /dev/null; then echo "have $l"; else echo "missing $l"; fi
+  done > $OUT/libs.txt
+  echo "SKIP_LIBS=\"$(awk '$1 == "have" {printf "%s ", $2}' $OUT/libs.txt)\""
+fi
 lead_tests_only 420
 ( mk /tmp/q3_4b_q4.gguf --preset qwen3_4b --type q4_0 &
   mk /tmp/q3_4b_q8.gguf --preset qwen3_4b --type q8_0 &
