@@ -238,6 +238,7 @@ class CpuBackend final : public Backend {
   // moe_forecast: per gate stack its forecast experts (ascending), until the routing compares
   std::vector<std::pair<const void*, std::vector<int64_t>>> forecasts_;
   std::unique_ptr<PageAdvisor> advisor_;  // the forecast's advice (made with the first forecast)
+  std::vector<int32_t> forecast_order_;   // moe_forecast: one row's experts by router logit
   const SsmVec& ssm_;
   int64_t exact_rows_opt_;  // CpuOptions::exact_rows
   int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0

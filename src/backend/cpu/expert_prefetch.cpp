@@ -96,8 +96,9 @@ void CpuBackend::moe_forecast(const MoeForecast& f) {
   rms_norm(f.x, f.norm, f.eps, f.xn);
   matmul(f.router, f.xn, f.logits);
   const int64_t E = f.n_expert, k = std::min(f.n_used, f.n_expert);
-  std::vector<int64_t> predicted;
-  std::vector<int32_t> order(static_cast<size_t>(E));
+  std::vector<int64_t> predicted;  // moved into forecasts_ below
+  std::vector<int32_t>& order = forecast_order_;
+  order.resize(static_cast<size_t>(E));
   for (int64_t r = 0; r < f.logits.rows; ++r) {
     const float* l = reinterpret_cast<const float*>(static_cast<const uint8_t*>(f.logits.data) + r * f.logits.stride);
     for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
