@@ -52,7 +52,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "greedy decoding (run, chat without speculation, bench's decode): queue the step that appends the "
                  "next token before the host has read it (the step reads the id on the device), so the GPU does not "
                  "wait for the host between steps; the same tokens. auto: where the backend queues work (CUDA); on: "
-                 "every backend; off (default, not yet measured on a GPU). A stop the host sees only after the "
+                 "every backend; off. Default auto. A stop the host sees only after the "
                  "queued step leaves that token consumed on hybrid (DeltaNet) models")
       ->check(CLI::IsMember({"off", "auto", "on"}));
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
@@ -83,10 +83,14 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "GPU MoE prefill (more than 16 rows): the routed experts by a grouped tensor-core GEMM (tiles of 32 "
                "slots of one expert, f16 operands, SwiGLU in the gate/up epilogue) instead of the grouped matvec "
                "(default on; within the GEMM's budget, not the matvec's bits)");
+  app.add_option("--cuda-moe-gemm-ahead", f.cuda_moe_gemm_ahead,
+                 "GPU MoE prefill's grouped GEMM: weight steps (64 columns) each block has in flight, 1 or 2 "
+                 "(2: the formats F32 .. Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS; others 1; default 1; the same bits)")
+      ->check(CLI::IsMember({1, 2}));
   app.add_flag("--cuda-copy-batch,!--no-cuda-copy-batch", f.cuda_copy_batch,
                "GPU: a sequence's recurrent-state copies (zeroing, snapshot slot after a verify, checkpoints) and "
                "the gated attention's q / gate split in one launch each instead of one copy per tensor (the same "
-               "bytes; default off: not yet run on a GPU)");
+               "bytes; default on)");
   app.add_option("--cuda-gdn-prefill", f.cuda_gdn_prefill,
                  "GPU DeltaNet prefill (more than 16 rows): the delta rule by the token kernel (token), the chunked "
                  "f32 kernel (chunked-v1), or the chunked tensor-core kernel with tf32 or 3xTF32 operands (default "
@@ -123,11 +127,6 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "GPU one-row int8-x matvecs whose rows have at most 64 parts (2048 columns of Q4_K) with their loads "
                  "pipelined 2 or 4 steps ahead, two rows per warp (default 0: the format's loop; the same bits)")
       ->check(CLI::IsMember({0, 2, 4}));
-  app.add_option("--cuda-mv-tma-kb", f.cuda_mv_tma_kb,
-                 "GPU one-row Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS matvecs by the bulk-copy kernel: weights streamed into a shared-memory ring "
-                 "of this many KiB a block (x included), one block per SM, so that the next launch's block streams "
-                 "its weights while this one computes (default 0: off; the same bits)")
-      ->check(CLI::Range(0, 200));
   app.add_flag("--cuda-prefill-sgemm,!--no-cuda-prefill-sgemm", f.cuda_prefill_sgemm,
                "GPU prefill: F32 weights (MoE routers, float models) by FP32 cuBLAS instead of the f16 tile kernel "
                "(default on)");
@@ -202,6 +201,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
   o.cuda_moe_pdl = f.cuda_moe_pdl;
   o.cuda_moe_gemm = f.cuda_moe_gemm;
+  o.cuda_moe_gemm_ahead = f.cuda_moe_gemm_ahead;
   o.cuda_copy_batch = f.cuda_copy_batch;
   o.cuda_gdn_prefill = f.cuda_gdn_prefill == "token" ? 0 : f.cuda_gdn_prefill == "chunked-v1" ? 1
                        : f.cuda_gdn_prefill == "tf32" ? 2 : 3;
@@ -216,7 +216,6 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_mv_blocks_per_sm = f.cuda_mv_blocks_per_sm;
   o.cuda_moe_pipe = f.cuda_moe_pipe;
   o.cuda_mv_short_pipe = f.cuda_mv_short_pipe;
-  o.cuda_mv_tma_kb = f.cuda_mv_tma_kb;
   o.cuda_moe_streamed_fused = f.cuda_moe_streamed_fused;
   o.expert_cache_mb = f.expert_cache_mb;
   o.expert_source = f.expert_source;

@@ -25,7 +25,7 @@ struct ModelFlags {
   bool cpu_expert_forecast = false;  // --cpu-expert-forecast / --no-cpu-expert-forecast
   bool kv_f32 = false;
   bool no_graphs = false;
-  std::string decode_lookahead = "off";  // --decode-lookahead off|auto|on
+  std::string decode_lookahead = "auto";  // --decode-lookahead off|auto|on
   bool no_fuse = false;
   bool mv_exact = false;
   bool no_pdl = false;
@@ -36,7 +36,8 @@ struct ModelFlags {
   bool cuda_fuse_deltanet = true;        // --no-cuda-fuse-deltanet: six DeltaNet launches
   bool cuda_moe_pdl = true;              // --no-cuda-moe-pdl: routed expert launches without PDL
   bool cuda_moe_gemm = true;             // --no-cuda-moe-gemm: prefill's routed experts by the grouped matvec
-  bool cuda_copy_batch = false;          // --cuda-copy-batch (not yet run on a GPU)
+  int cuda_moe_gemm_ahead = 1;           // --cuda-moe-gemm-ahead 1|2
+  bool cuda_copy_batch = true;           // --no-cuda-copy-batch: one copy per tensor
   std::string cuda_gdn_prefill = "3xtf32";  // --cuda-gdn-prefill token|chunked-v1|tf32|3xtf32
   bool mv_no_pipe = false;
   bool mv_no_pipe_rows = false;
@@ -48,7 +49,6 @@ struct ModelFlags {
   int cuda_mv_blocks_per_sm = 0;     // --cuda-mv-blocks-per-sm
   int cuda_moe_pipe = 2;             // --cuda-moe-pipe 0|2|4
   int cuda_mv_short_pipe = 0;        // --cuda-mv-short-pipe 0|2|4
-  int cuda_mv_tma_kb = 0;            // --cuda-mv-tma-kb N
   bool cuda_prefill_sgemm = true;    // --cuda-prefill-sgemm
   bool cuda_moe_streamed_fused = true;  // --cuda-moe-streamed-fused / --no-cuda-moe-streamed-fused
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)

@@ -418,7 +418,7 @@ int main(int argc, char** argv) {
   app.add_option("--chain", chain_arg,
                  "only the decode chain (no validation, no shapes): comma-separated TYPE:SHAPE, SHAPE 4b or 27b "
                  "(e.g. q4_0:4b,q8_0:4b,q4_0:27b)");
-  app.add_option("--chain-cfgs", chain_cfg_arg, "chain configurations PDL:L2_MB:BLOCKS_PER_SM[:TMA_KB] (TMA_KB > 0: n = 1 int8-x by the bulk-copy kernel in that much shared memory a block), comma-separated");
+  app.add_option("--chain-cfgs", chain_cfg_arg, "chain configurations PDL:L2_MB:BLOCKS_PER_SM, comma-separated");
   std::string persist_arg;
   app.add_option("--persist", persist_arg,
                  "with --chain, Q4_0: the persistent one-launch chain (persistent_chain.cuh), variants "
@@ -474,8 +474,8 @@ int main(int argc, char** argv) {
       std::vector<ChainCfg> cfgs;
       for (const auto& c : split(chain_cfg_arg, ',')) {
         const auto f = split(c, ':');
-        if (f.size() != 3 && f.size() != 4) throw df::Error("--chain-cfgs: PDL:L2_MB:BLOCKS_PER_SM[:TMA_KB], got " + c);
-        cfgs.push_back({std::stoi(f[0]) != 0, std::stoll(f[1]), std::stoi(f[2]), f.size() == 4 ? std::stoll(f[3]) : 0});
+        if (f.size() != 3) throw df::Error("--chain-cfgs: PDL:L2_MB:BLOCKS_PER_SM, got " + c);
+        cfgs.push_back({std::stoi(f[0]) != 0, std::stoll(f[1]), std::stoi(f[2])});
       }
       if (cfgs.empty()) throw df::Error("--chain-cfgs: at least one configuration (the reference of --persist)");
       std::vector<mv::persist::Variant> pvars;

@@ -18,7 +18,6 @@ struct ChainCfg {
   bool pdl;
   int64_t l2_mb;
   int per_sm;
-  int64_t tma_kb = 0;  // > 0: the bulk-copy kernel (kernels_tma.cuh) with this much shared memory a block
 };
 
 json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, const std::vector<ChainCfg>& cfgs,
@@ -52,8 +51,7 @@ json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, 
   auto set = [&](const ChainCfg& c) {
     for (auto& l : L)
       for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wg, &l.wu, &l.wd})
-        w->pdl = c.pdl, w->pipe = true, w->l2_prefetch = c.l2_mb << 20, w->blocks_per_sm = c.per_sm,
-        w->tma_bytes = c.tma_kb << 10;
+        w->pdl = c.pdl, w->pipe = true, w->l2_prefetch = c.l2_mb << 20, w->blocks_per_sm = c.per_sm;
   };
   auto record = [&](cudaStream_t st) {
     for (auto& l : L) {
@@ -131,11 +129,11 @@ json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, 
     for (float f : out) finite = finite && std::isfinite(f);
     const bool same = std::memcmp(out.data(), base.data(), out.size() * 4) == 0;
     const double gbs = bytes / (ms * 1e-3) / 1e9;
-    runs.push_back({{"pdl", c.pdl}, {"l2_mb", c.l2_mb}, {"blocks_per_sm", c.per_sm}, {"tma_kb", c.tma_kb}, {"ms", ms}, {"gbs", gbs},
+    runs.push_back({{"pdl", c.pdl}, {"l2_mb", c.l2_mb}, {"blocks_per_sm", c.per_sm}, {"ms", ms}, {"gbs", gbs},
                     {"pct_of_read_bw", 100.0 * gbs / bw}, {"us_per_launch", 1e3 * ms / (4 * sh.layers)},
                     {"bits_equal_first", same}, {"finite", finite}});
-    std::printf("   pdl %d l2 %5lld MB per_sm %d tma %3lld KB: %.3f ms %5.0f GB/s (%4.1f %%)%s\n", c.pdl ? 1 : 0,
-                static_cast<long long>(c.l2_mb), c.per_sm, static_cast<long long>(c.tma_kb), ms, gbs, 100.0 * gbs / bw,
+    std::printf("   pdl %d l2 %5lld MB per_sm %d: %.3f ms %5.0f GB/s (%4.1f %%)%s\n", c.pdl ? 1 : 0,
+                static_cast<long long>(c.l2_mb), c.per_sm, ms, gbs, 100.0 * gbs / bw,
                 same && finite ? "" : " (BITS DIFFER or not finite)");
     std::fflush(stdout);
   }

@@ -41,8 +41,9 @@ struct EngineOptions {
   // Greedy decode (GreedySteps: PlainGenerator, bench): the step that appends the next id is
   // queued before the host reads that id (the step reads it on the device), so the device
   // does not idle through the host's round trip between steps. 0 off, 1 auto (where the
-  // backend is asynchronous: CUDA), 2 on (every backend). Default off: not yet measured on a GPU.
-  int decode_lookahead = 0;
+  // backend is asynchronous: CUDA), 2 on (every backend). Default auto (H100, stop 29: +3 % on
+  // the default model, +0.5 % on 4B Q4_0 / Q8_0; docs/cuda_backend.md "Stop 29").
+  int decode_lookahead = 1;
   bool fuse = true;            // fused ops (norm into matvecs, ...) in fewer launches (CUDA)
   bool mv_exact = false;       // CUDA decode matvecs with f32 activations (no int8 rounding)
   bool pdl = true;             // CUDA kernels with programmatic dependent launch
@@ -55,7 +56,8 @@ struct EngineOptions {
   bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = true;              // CudaOptions::moe_pdl (df_cuda_tests on the H200, helper moe4)
   bool cuda_moe_gemm = true;             // CudaOptions::moe_gemm (df_cuda_tests on the H200, helper moegemm)
-  bool cuda_copy_batch = false;          // CudaOptions::copy_batch: a state's copies in one launch
+  int cuda_moe_gemm_ahead = 1;           // CudaOptions::moe_gemm_ahead: its weight k steps in flight (1, 2)
+  bool cuda_copy_batch = true;           // CudaOptions::copy_batch: a state's copies in one launch (H100, stop 29)
   // CudaOptions::gdn_prefill: the DeltaNet prefill's delta rule, 0 token kernel, 1 chunked f32
   // ("v1"), 2 chunked tensor cores tf32, 3 chunked tensor cores 3xTF32 (helper gdnpre).
   int cuda_gdn_prefill = 3;
@@ -77,9 +79,6 @@ struct EngineOptions {
   // different on the default model, alternating runs).
   int cuda_moe_pipe = 2;
   int cuda_mv_short_pipe = 0;
-  // CUDA n = 1 Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS matvecs by the bulk-copy kernel in this many KiB of shared memory a block
-  // (CudaOptions::mv_tma_bytes; 0: off; same bits).
-  int cuda_mv_tma_kb = 0;
   // CUDA prefill (more than 16 rows): F32 weights by FP32 cuBLAS (CudaOptions::prefill_sgemm)
   // instead of the f16 tile kernel.
   bool cuda_prefill_sgemm = true;

@@ -37,6 +37,7 @@ struct BackendOptions {
   bool cuda_fuse_deltanet = false;        // `cuda`: CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = false;              // `cuda`: CudaOptions::moe_pdl
   bool cuda_moe_gemm = false;             // `cuda`: CudaOptions::moe_gemm
+  int cuda_moe_gemm_ahead = 1;            // `cuda`: CudaOptions::moe_gemm_ahead
   bool cuda_copy_batch = false;           // `cuda`: CudaOptions::copy_batch
   int cuda_gdn_prefill = 0;               // `cuda`: CudaOptions::gdn_prefill
   bool cuda_mv_no_pipe = false; // `cuda`: int8-x matvecs without the load pipeline (cudamv::Context::pipe)
@@ -49,7 +50,6 @@ struct BackendOptions {
   int cuda_mv_blocks_per_sm = 0;       // `cuda`: CudaOptions::mv_blocks_per_sm
   int cuda_moe_pipe = 0;               // `cuda`: CudaOptions::moe_pipe
   int cuda_mv_short_pipe = 0;          // `cuda`: CudaOptions::mv_short_pipe
-  int cuda_mv_tma_kb = 0;              // `cuda`: CudaOptions::mv_tma_bytes / 1024
   bool cuda_moe_streamed_fused = false;  // `cuda`: CudaOptions::moe_streamed_fused
   // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a
   // device cache of what is free; 0: resident; > 0: in host memory, a cache of this many MiB.

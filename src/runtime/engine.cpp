@@ -59,6 +59,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_fuse_deltanet = opt.cuda_fuse_deltanet;
   bo.cuda_moe_pdl = opt.cuda_moe_pdl;
   bo.cuda_moe_gemm = opt.cuda_moe_gemm;
+  bo.cuda_moe_gemm_ahead = opt.cuda_moe_gemm_ahead;
   bo.cuda_copy_batch = opt.cuda_copy_batch;
   bo.cuda_gdn_prefill = opt.cuda_gdn_prefill;
   bo.cuda_mv_no_pipe = !opt.mv_pipe;
@@ -70,7 +71,6 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   bo.cuda_moe_pipe = opt.cuda_moe_pipe;
   bo.cuda_mv_short_pipe = opt.cuda_mv_short_pipe;
-  bo.cuda_mv_tma_kb = opt.cuda_mv_tma_kb;
   bo.cuda_prefill_sgemm = opt.cuda_prefill_sgemm;
   bo.cuda_moe_streamed_fused = opt.cuda_moe_streamed_fused;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;

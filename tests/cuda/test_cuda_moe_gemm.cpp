@@ -7,11 +7,14 @@
 // Budgets (not bits): the GEMM rounds x and the weights to f16 (relative 2^-11), the matvec
 // path rounds x to int8 blocks for its dp4a formats, the CPU reference its activations to the
 // weight's dot format: one product 1e-4, gate/up through SwiGLU (two chained products) 5e-4,
-// as the existing MoE op tests hold the grouped matvec path. Skipped without a GPU.
+// as the existing MoE op tests hold the grouped matvec path. And the kernel with two weight
+// steps in flight (CudaOptions::moe_gemm_ahead 2) against one, bit for bit, at even and odd
+// step counts. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,13 +30,19 @@ using optest::nerr;
 using optest::randn;
 namespace mt = cudamv::testing;
 
-cuda::CudaBackend& gemm_backend() {
-  static cuda::CudaBackend b([] {
+cuda::CudaBackend& gemm_backend(int ahead = 1) {
+  static cuda::CudaBackend b1([] {
     cuda::CudaOptions o;
     o.moe_gemm = true;
     return o;
   }());
-  return b;
+  static cuda::CudaBackend b2([] {
+    cuda::CudaOptions o;
+    o.moe_gemm = true;
+    o.moe_gemm_ahead = 2;
+    return o;
+  }());
+  return ahead == 2 ? b2 : b1;
 }
 
 // k distinct experts of E per row; a skewed draw (some experts get many slots, some none).
@@ -88,6 +97,52 @@ TEST(CudaMoeGemm, GroupedGemmAgainstGroupedMatvecAndCpu) {
       std::printf("%s n=%lld: NMSE gate/up vs cpu %.3g, vs matvec %.3g; down vs cpu %.3g, vs matvec %.3g\n",
                   std::string(type_name(t)).c_str(), static_cast<long long>(n), nerr(ref[0], gm[0]), nerr(mv[0], gm[0]),
                   nerr(ref[1], gm[1]), nerr(mv[1], gm[1]));
+    }
+  }
+}
+
+// Two weight steps in flight (grouped_kernel's kAhead = 2, the formats of grouped_fast.cu) give
+// the bits of one (the same products in the same order): gate/up + SwiGLU and down, at 64-column
+// step counts even and odd (dim 512: 8, 320: 5; ff 256: 4, 192: 3), 20 and 300 rows. IQ2_XS
+// (raw family, compiled for one step only) runs one step either way.
+TEST(CudaMoeGemm, TwoStepsInFlightAreTheOneStepBits) {
+  DF_REQUIRE_GPU();
+  const int64_t E = 40, k = 8;
+  struct Case {
+    GgmlType t;
+    int64_t dim, ff;
+  };
+  for (const Case c : {Case{GgmlType::Q4_K, 512, 256}, Case{GgmlType::Q8_0, 320, 192}, Case{GgmlType::Q4_0, 512, 192},
+                       Case{GgmlType::Q6_K, 512, 256}, Case{GgmlType::IQ2_XS, 512, 256}}) {
+    SCOPED_TRACE(std::string(type_name(c.t)) + " dim " + std::to_string(c.dim) + " ff " + std::to_string(c.ff));
+    const auto gq = mt::random_blocks(c.t, c.dim, E * c.ff, 1700 + static_cast<uint64_t>(c.t));
+    const auto uq = mt::random_blocks(c.t, c.dim, E * c.ff, 1800 + static_cast<uint64_t>(c.t));
+    const auto dq = mt::random_blocks(c.t, c.ff, E * c.dim, 1900 + static_cast<uint64_t>(c.t));
+    for (int64_t n : {20, 300}) {
+      SCOPED_TRACE("n=" + std::to_string(n));
+      const auto ids_h = random_routing(n, k, E, static_cast<uint32_t>(71 + n));
+      const auto xs = randn(static_cast<size_t>(n * c.dim), 81 + n);
+      const auto hs = randn(static_cast<size_t>(n * k * c.ff), 91 + n);
+      auto run = [&](Backend& b) -> std::vector<std::vector<float>> {
+        const Tensor G = b.weight_stack(c.t, c.dim, c.ff, E, gq.data());
+        const Tensor U = b.weight_stack(c.t, c.dim, c.ff, E, uq.data());
+        const Tensor D = b.weight_stack(c.t, c.ff, c.dim, E, dq.data());
+        auto ids = put(b, GgmlType::I32, k, n, ids_h.data());
+        auto x = put_f32(b, xs, c.dim);
+        auto gate = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * c.ff), NAN), c.ff);
+        auto up = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * c.ff), NAN), c.ff);
+        b.matmul_id_swiglu(G, U, E, x.t, ids.t, gate.t, up.t);
+        auto h = put_f32(b, hs, c.ff);
+        auto y = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * c.dim), NAN), c.dim);
+        b.matmul_id(D, E, h.t, ids.t, y.t);
+        return {get_f32(b, gate.t), get_f32(b, y.t)};
+      };
+      const auto one = run(gemm_backend(1)), two = run(gemm_backend(2)), ref = run(cpu_ref());
+      ASSERT_EQ(one[0].size(), two[0].size());
+      EXPECT_EQ(std::memcmp(one[0].data(), two[0].data(), one[0].size() * 4), 0) << "gate/up + SwiGLU";
+      EXPECT_EQ(std::memcmp(one[1].data(), two[1].data(), one[1].size() * 4), 0) << "down";
+      EXPECT_LE(nerr(ref[0], two[0]), 5e-4) << "gate/up + SwiGLU vs the CPU";
+      EXPECT_LE(nerr(ref[1], two[1]), 1e-4) << "down vs the CPU";
     }
   }
 }

@@ -123,9 +123,12 @@ struct CudaOptions {
   // (EngineOptions::cuda_moe_gemm; df_cuda_tests on the H200, pp512 2.9x), off here for the
   // tests of the grouped matvec path.
   bool moe_gemm = false;
+  // The grouped GEMM's weight steps in flight per block (gemm::GroupedArgs::ahead): 1, or 2
+  // for the formats of gemm/grouped_fast.cu. The same bits (CudaMoeGemm.TwoStepsInFlightAreTheOneStepBits).
+  int moe_gemm_ahead = 1;
   // copy_batch in one launch per 32 pairs (ops/copy_batch.cuh); false: a cudaMemcpy2DAsync per
-  // pair (Backend::copy_batch). The same bytes either way. Off until it has run on a GPU
-  // (CudaOps.CopyBatchIsTheCopiesBits turns it on).
+  // pair (Backend::copy_batch). The same bytes either way. Off here (tests of the plain path);
+  // on at the engine level since stop 29 (EngineOptions::cuda_copy_batch; measured on an H100).
   bool copy_batch = false;
   // gated_delta_rule of more than 16 rows without snapshots (prefill; head size 32, 64 or 128,
   // q, k, v 16-byte aligned, outside a graph capture; otherwise the token kernel): 0 the token
@@ -150,9 +153,6 @@ struct CudaOptions {
   // same bits (CudaOps.MoePipeIsThePlainBits).
   int moe_pipe = 0;
   int mv_short_pipe = 0;
-  // n = 1 Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS matvecs by the bulk-copy kernel (matvec/kernels_tma.cuh) in this much shared
-  // memory a block (cudamv::Context::set_tma; 0: mv_kernel). The same bits.
-  int64_t mv_tma_bytes = 0;
   // Streamed experts (expert_cache_bytes) take the resident stacks' decode launches: one row
   // runs the fused expert block (4 launches after the router, the shared expert as the slot
   // of id E outside the cache's tables: cudamv::MatvecFusion::extra; then the cache's three

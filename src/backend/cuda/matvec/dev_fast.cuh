@@ -178,8 +178,6 @@ struct FastQ4_0T {  // part = block: qs (16 B) | meta plane: fp16 d per block
   static constexpr int kMetaBytes = 2;
   struct Meta { uint16_t d; };
   __device__ static Meta load_meta(const uint8_t* m, int t, int) { return {ld_u16(m + 2 * t)}; }
-  // b: part t's block meta (kMetaBytes) in any memory (kernels_tma.cuh's shared-memory ring)
-  __device__ static Meta meta_at(const uint8_t* b, int) { return {*reinterpret_cast<const uint16_t*>(b)}; }
   __device__ static void dequant(const uint4 (&q)[1], Meta mt, float (&w)[32]) {
     const float d = h2f(mt.d);
 #pragma unroll
@@ -209,7 +207,6 @@ struct FastQ8_0T {  // part = half block: 16 int8 | meta plane: fp16 d per block
   static constexpr int kMetaBytes = 2;
   struct Meta { uint16_t d; };
   __device__ static Meta load_meta(const uint8_t* m, int t, int) { return {ld_u16(m + 2 * (t / 2))}; }
-  __device__ static Meta meta_at(const uint8_t* b, int) { return {*reinterpret_cast<const uint16_t*>(b)}; }
   __device__ static void dequant(const uint4 (&q)[1], Meta mt, float (&w)[16]) {
     const float d = h2f(mt.d);
 #pragma unroll
@@ -304,7 +301,6 @@ struct FastQ4_KT {
   __device__ static Meta load_meta(const uint8_t* m, int t, int) {
     return {__ldg(reinterpret_cast<const uint4*>(m + 16 * (t / 8))), t % 8};
   }
-  __device__ static Meta meta_at(const uint8_t* b, int t) { return {*reinterpret_cast<const uint4*>(b), t % 8}; }
   // d * scale and dmin * min of the part's sub-block, as the reference computes them.
   __device__ static void scale_min(const Meta& mt, float& dl, float& ml) {
     const float d = h2f(static_cast<uint16_t>(mt.v.x)), dmin = h2f(static_cast<uint16_t>(mt.v.x >> 16));
@@ -359,9 +355,6 @@ struct FastQ5_KT {
   __device__ static Meta load_meta(const uint8_t* m, int t, int) {
     const uint8_t* b = m + 48 * (t / 8);
     return {__ldg(reinterpret_cast<const uint4*>(b)), __ldg(reinterpret_cast<const uint32_t*>(b + 16 + 4 * (t % 8))), t % 8};
-  }
-  __device__ static Meta meta_at(const uint8_t* b, int t) {
-    return {*reinterpret_cast<const uint4*>(b), *reinterpret_cast<const uint32_t*>(b + 16 + 4 * (t % 8)), t % 8};
   }
   __device__ static void scale_min(const Meta& mt, float& dl, float& ml) {
     FastQ4_KT<kHalf>::scale_min(typename FastQ4_KT<kHalf>::Meta{mt.v, mt.s}, dl, ml);
@@ -491,7 +484,6 @@ struct FastIQ4_XST {
   __device__ static Meta load_meta(const uint8_t* m, int t, int) {
     return {__ldg(reinterpret_cast<const uint2*>(m + 8 * (t / 8))), t % 8};
   }
-  __device__ static Meta meta_at(const uint8_t* b, int t) { return {*reinterpret_cast<const uint2*>(b), t % 8}; }
   // kvalues_iq4nl + 128: {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241}
   static constexpr uint32_t kT0 = 0x3f2d1801u, kT1 = 0x766a5d4fu, kT2 = 0xa6998d81u, kT3 = 0xf1d9c5b5u;
   __device__ static float block_scale(const Meta& mt) {

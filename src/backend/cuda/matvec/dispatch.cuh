@@ -48,8 +48,6 @@ bool matvec_fast_variant(const PackedWeight& W, const float* x, float* y, int co
 
 // The int8-x kernels (family_dp4a.cu): kNoType when the type has none.
 Mv matvec_dp4a(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
-// Whether a one-row launch of W with f runs the bulk-copy kernel (kernels_tma.cuh plan_mv_tma).
-bool matvec_dp4a_tma_plans(const PackedWeight& W, const MvFuse& f);
 // Workbench: the int8-x kernel at n = 1, code = 3000 + 10 * RW + U (3011 3012 3014 3021 3022
 // 3024 3041 3042), whatever W.int8_x says; false when the type or width has none.
 bool matvec_dp4a_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s);

@@ -111,11 +111,6 @@ void prepare_list(Dp4aList<Fs...>) {
 }
 
 template <class... Fs>
-bool tma_list(Dp4aList<Fs...>, GgmlType t, const PlanarView& v, const MvFuse& f, TmaPlan& p, int& wpr, int64_t& blocks) {
-  return ((Fs::kType == t ? plan_mv_tma<Fs, 1>(v, f, p, wpr, blocks) : false) || ...);
-}
-
-template <class... Fs>
 bool has_type(Dp4aList<Fs...>, GgmlType t) {
   return ((Fs::kType == t) || ...);
 }
@@ -131,14 +126,6 @@ Mv matvec_dp4a(const PackedWeight& W, const float* x, float* y, int n, cudaStrea
 }
 
 void prepare_dp4a() { prepare_list(Dp4aFormats{}); }
-
-bool matvec_dp4a_tma_plans(const PackedWeight& W, const MvFuse& f) {
-  const PlanarView v = planar_view(W);
-  TmaPlan p;
-  int wpr = 1;
-  int64_t blocks = 0;
-  return tma_list(Dp4aFormats{}, W.type, v, f, p, wpr, blocks);
-}
 
 bool matvec_dp4a_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s) {
   if (!int8_x_supported(W.type, W.cols) || !variant_list(Dp4aFormats{}, W, x, y, code, s)) return false;

@@ -9,7 +9,6 @@
 
 #include "backend/cuda/matvec/dispatch.cuh"
 #include "backend/cuda/matvec/kernels_fast.cuh"
-#include "backend/cuda/matvec/kernels_tma.cuh"
 #include "backend/cuda/matvec/matvec.cuh"
 
 namespace df::cudamv {
@@ -183,9 +182,6 @@ bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse
   constexpr int RW = DefaultConfig<A, N>::kRW, U = DefaultConfig<A, N>::kU;
   const bool smem_x = !A::kGlobalX || (f.norm_w && f.float_norm);
   if constexpr (N == 1 && A::kInt8X) {
-    if constexpr (requires { typename A::Format; }) {  // the bulk-copy kernel (MvFuse::tma_bytes)
-      if (f.tma_bytes > 0 && launch_mv_tma<typename A::Format, N>(v, x, y, f, s)) return true;
-    }
     if (const int d = short_depth<A, N>(v, f); d > 0) {
       if (!can_fuse<A, N, 2>(v, f, smem_x)) return false;
       MvFuse g = f;
@@ -239,8 +235,7 @@ bool launch_mv_default(const PlanarView& v, const float* x, float* y, int n, cud
 template <class A, int N, template <class, int> class P>
 void prepare_mv_n() {
   prepare_mv<A, N, DefaultConfig<A, N>::kRW, DefaultConfig<A, N>::kU>();
-  if constexpr (N == 1 && A::kInt8X) {  // short rows (short_depth), the bulk-copy kernel
-    if constexpr (requires { typename A::Format; }) prepare_mv_tma<typename A::Format, N>();
+  if constexpr (N == 1 && A::kInt8X) {  // short rows (short_depth)
     prepare_mv<A, N, 2, 1, 2>();
     if constexpr (A::kLoads == 1) prepare_mv<A, N, 2, 1, 4>();
   }

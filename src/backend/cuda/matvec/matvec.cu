@@ -62,7 +62,6 @@ PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
     tables = o.tables, owns = o.owns, int8_x = o.int8_x, pdl = o.pdl, pipe = o.pipe;
     pipe_rows = o.pipe_rows;
     l2_prefetch = o.l2_prefetch, blocks_per_sm = o.blocks_per_sm, short_pipe = o.short_pipe;
-    tma_bytes = o.tma_bytes;
     o.data = nullptr, o.owns = false, o.bytes = 0;
   }
   return *this;
@@ -96,7 +95,6 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
   p.l2_prefetch = ctx.l2_prefetch_bytes();
   p.blocks_per_sm = ctx.blocks_per_sm();
   p.short_pipe = ctx.short_pipe();
-  p.tma_bytes = ctx.tma_bytes();
   std::vector<uint8_t> staging(p.bytes);
   pack_rows_parallel(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
   if (device_dst) {
@@ -180,7 +178,6 @@ MvFuse fuse_of(const PackedWeight& W, int n, const MatvecFusion& fu) {
   f.l2_bytes = W.l2_prefetch;
   f.blocks_per_sm = W.blocks_per_sm;
   f.short_pipe = W.short_pipe;
-  f.tma_bytes = W.tma_bytes;
   return f;
 }
 
@@ -200,10 +197,6 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
   }
   if (r == Mv::kNoType) quant::throw_unsupported_type(W.type);
   return r == Mv::kDone;
-}
-
-bool matvec_takes_tma(const PackedWeight& W, int n, const MatvecFusion& fu) {
-  return n == 1 && W.int8_x && matvec_dp4a_tma_plans(W, fuse_of(W, n, fu));
 }
 
 void get_rows(const PackedWeight& table, const int32_t* ids, int n, float* out, cudaStream_t stream) {

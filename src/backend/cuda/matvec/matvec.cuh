@@ -62,10 +62,6 @@ class Context {
   // (2 or 4; 0: the format's configuration) steps ahead, two rows per warp. Same bits.
   void set_short_pipe(int depth) { short_pipe_ = depth; }
   int short_pipe() const { return short_pipe_; }
-  // n = 1 Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS matvecs of the weights packed after this call by the bulk-copy kernel
-  // (kernels_tma.cuh, MvFuse::tma_bytes): its shared memory per block (0: mv_kernel). Same bits.
-  void set_tma(int64_t bytes) { tma_bytes_ = bytes; }
-  int64_t tma_bytes() const { return tma_bytes_; }
 
  private:
   void* tables_ = nullptr;
@@ -73,7 +69,6 @@ class Context {
   int64_t l2_bytes_ = 0;
   int blocks_per_sm_ = 0;
   int short_pipe_ = 0;
-  int64_t tma_bytes_ = 0;
 };
 
 // Whether a weight of this type and width gets the int8-x kernels (under Context::int8_x).
@@ -98,7 +93,6 @@ struct PackedWeight {
   int64_t l2_prefetch = 0;     // bytes a launch prefetches into L2 first (Context::set_l2_prefetch)
   int blocks_per_sm = 0;       // > 0: the persistent grid's cap per SM (Context::set_l2_prefetch)
   int short_pipe = 0;          // n = 1 rows of <= 64 parts pipelined this deep (Context::set_short_pipe)
-  int64_t tma_bytes = 0;       // n = 1 int8-x by the bulk-copy kernel in this much shared memory (Context::set_tma)
 
   PackedWeight() = default;
   PackedWeight(PackedWeight&& o) noexcept { *this = static_cast<PackedWeight&&>(o); }
@@ -178,9 +172,6 @@ struct MatvecFusion {
 // cannot do them in one launch (then the caller runs the unfused ops).
 bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const MatvecFusion& f,
                   cudaStream_t stream);
-// Whether matvec_fused(W, x, y, n, f) runs the bulk-copy kernel (PackedWeight::tma_bytes > 0, n = 1,
-// Q4_0 / Q8_0 / Q4_K / Q5_K / IQ4_XS with int8 x, shapes whose chunks it can copy; kernels_tma.cuh).
-bool matvec_takes_tma(const PackedWeight& W, int n, const MatvecFusion& f);
 
 // out[j, :] = dequantized row ids[j] of the table, for j < n (any n >= 0).
 // ids: [n] int32 device; out: [n, cols] f32 device. An id outside [0, rows) gives a row of

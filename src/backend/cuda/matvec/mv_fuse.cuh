@@ -67,9 +67,6 @@ struct MvFuse {
   int64_t l2_bytes = 0;
   int32_t blocks_per_sm = 0;
   int64_t l2_block_bytes = 0;
-  // Host side, n = 1 launches of the formats of kernels_tma.cuh: > 0, the weights streamed by bulk copies into a
-  // shared-memory ring, one block per SM (blocks_per_sm), x and ring within tma_bytes. Same bits.
-  int64_t tma_bytes = 0;
 };
 
 // Prefetches bytes (a multiple of 16, at a 16-byte aligned address) of global memory into L2.
