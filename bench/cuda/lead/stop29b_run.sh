@@ -11,6 +11,8 @@
 set -uo pipefail
 source bench/cuda/lead/lib.sh
 lead_unpack ${CARRY:-.devcarry/lf29b}
+# which profilers the device machine has (for a later session's per-kernel timings of a decode graph)
+{ for t in nsys ncu nvidia-smi; do echo "$t: $(command -v $t || find /usr/local/cuda*/ /opt -maxdepth 4 -name $t -type f 2>/dev/null | head -1)"; done; } > $OUT/tools.txt 2>&1
 ( mk /tmp/q3_4b_q4.gguf --preset qwen3_4b --type q4_0 &
   mk /tmp/q3_4b_q8.gguf --preset qwen3_4b --type q8_0 &
   mk /tmp/q35_27b_q4f.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random &
