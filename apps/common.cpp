@@ -85,7 +85,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "(default on; within the GEMM's budget, not the matvec's bits)");
   app.add_option("--cuda-moe-gemm-ahead", f.cuda_moe_gemm_ahead,
                  "GPU MoE prefill's grouped GEMM: weight steps (64 columns) each block has in flight, 1 or 2 "
-                 "(2: the formats F32 .. Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS; others 1; default 1; the same bits)")
+                 "(2: F32, F16, BF16, Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS; others 1; default 1; the same bits)")
       ->check(CLI::IsMember({1, 2}));
   app.add_flag("--cuda-copy-batch,!--no-cuda-copy-batch", f.cuda_copy_batch,
                "GPU: a sequence's recurrent-state copies (zeroing, snapshot slot after a verify, checkpoints) and "

@@ -61,35 +61,51 @@ std::vector<int32_t> random_routing(int64_t n, int64_t k, int64_t E, uint32_t se
   return ids;
 }
 
+// One MoE block's routed products on backend b: gate/up + SwiGLU of x [n, dim] and down of
+// h [n k, ff] (a row per slot), outputs poisoned with NaN first. Returns {gate, y}.
+struct MoeCase {
+  GgmlType t;
+  int64_t E, k, dim, ff, n;
+  std::vector<uint8_t> gq, uq, dq;  // the stacks' blocks
+  std::vector<int32_t> ids;
+  std::vector<float> xs, hs;
+};
+
+MoeCase make_case(GgmlType t, int64_t E, int64_t k, int64_t dim, int64_t ff, int64_t n, uint32_t seed) {
+  MoeCase c;
+  c.t = t, c.E = E, c.k = k, c.dim = dim, c.ff = ff, c.n = n;
+  c.gq = mt::random_blocks(t, dim, E * ff, seed + 100 + static_cast<uint64_t>(t));
+  c.uq = mt::random_blocks(t, dim, E * ff, seed + 200 + static_cast<uint64_t>(t));
+  c.dq = mt::random_blocks(t, ff, E * dim, seed + 300 + static_cast<uint64_t>(t));
+  c.ids = random_routing(n, k, E, static_cast<uint32_t>(seed / 20 + 1 + n));  // seed 600: the data of 31 + n, 41 + n, 51 + n
+  c.xs = randn(static_cast<size_t>(n * dim), seed / 20 + 11 + n);
+  c.hs = randn(static_cast<size_t>(n * k * ff), seed / 20 + 21 + n);
+  return c;
+}
+
+std::vector<std::vector<float>> run_case(Backend& b, const MoeCase& c) {
+  const Tensor G = b.weight_stack(c.t, c.dim, c.ff, c.E, c.gq.data());
+  const Tensor U = b.weight_stack(c.t, c.dim, c.ff, c.E, c.uq.data());
+  const Tensor D = b.weight_stack(c.t, c.ff, c.dim, c.E, c.dq.data());
+  auto ids = put(b, GgmlType::I32, c.k, c.n, c.ids.data());
+  auto x = put_f32(b, c.xs, c.dim);
+  auto gate = put_f32(b, std::vector<float>(static_cast<size_t>(c.n * c.k * c.ff), NAN), c.ff);
+  auto up = put_f32(b, std::vector<float>(static_cast<size_t>(c.n * c.k * c.ff), NAN), c.ff);
+  b.matmul_id_swiglu(G, U, c.E, x.t, ids.t, gate.t, up.t);
+  auto h = put_f32(b, c.hs, c.ff);
+  auto y = put_f32(b, std::vector<float>(static_cast<size_t>(c.n * c.k * c.dim), NAN), c.dim);
+  b.matmul_id(D, c.E, h.t, ids.t, y.t);
+  return {get_f32(b, gate.t), get_f32(b, y.t)};
+}
+
 TEST(CudaMoeGemm, GroupedGemmAgainstGroupedMatvecAndCpu) {
   DF_REQUIRE_GPU();
-  const int64_t E = 48, k = 8, dim = 512, ff = 256;
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::IQ2_XS}) {
     SCOPED_TRACE(std::string(type_name(t)));
-    const auto gq = mt::random_blocks(t, dim, E * ff, 700 + static_cast<uint64_t>(t));
-    const auto uq = mt::random_blocks(t, dim, E * ff, 800 + static_cast<uint64_t>(t));
-    const auto dq = mt::random_blocks(t, ff, E * dim, 900 + static_cast<uint64_t>(t));
     for (int64_t n : {20, 300}) {
       SCOPED_TRACE("n=" + std::to_string(n));
-      const auto ids_h = random_routing(n, k, E, static_cast<uint32_t>(31 + n));
-      const auto xs = randn(static_cast<size_t>(n * dim), 41 + n);
-      const auto hs = randn(static_cast<size_t>(n * k * ff), 51 + n);
-      // gate/up (SwiGLU) of x [n, dim]; down of h [n k, ff] (a row per slot)
-      auto run = [&](Backend& b) -> std::vector<std::vector<float>> {
-        const Tensor G = b.weight_stack(t, dim, ff, E, gq.data());
-        const Tensor U = b.weight_stack(t, dim, ff, E, uq.data());
-        const Tensor D = b.weight_stack(t, ff, dim, E, dq.data());
-        auto ids = put(b, GgmlType::I32, k, n, ids_h.data());
-        auto x = put_f32(b, xs, dim);
-        auto gate = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * ff), NAN), ff);
-        auto up = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * ff), NAN), ff);
-        b.matmul_id_swiglu(G, U, E, x.t, ids.t, gate.t, up.t);
-        auto h = put_f32(b, hs, ff);
-        auto y = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * dim), NAN), dim);
-        b.matmul_id(D, E, h.t, ids.t, y.t);
-        return {get_f32(b, gate.t), get_f32(b, y.t)};
-      };
-      const auto ref = run(cpu_ref()), mv = run(*gpu()), gm = run(gemm_backend());
+      const MoeCase c = make_case(t, 48, 8, 512, 256, n, 600);
+      const auto ref = run_case(cpu_ref(), c), mv = run_case(*gpu(), c), gm = run_case(gemm_backend(), c);
       EXPECT_LE(nerr(ref[0], gm[0]), 5e-4) << "gate/up + SwiGLU, GEMM vs the CPU";
       EXPECT_LE(nerr(mv[0], gm[0]), 5e-4) << "gate/up + SwiGLU, GEMM vs the grouped matvec";
       EXPECT_LE(nerr(ref[1], gm[1]), 1e-4) << "down, GEMM vs the CPU";
@@ -107,37 +123,18 @@ TEST(CudaMoeGemm, GroupedGemmAgainstGroupedMatvecAndCpu) {
 // (raw family, compiled for one step only) runs one step either way.
 TEST(CudaMoeGemm, TwoStepsInFlightAreTheOneStepBits) {
   DF_REQUIRE_GPU();
-  const int64_t E = 40, k = 8;
-  struct Case {
+  struct Shape {
     GgmlType t;
     int64_t dim, ff;
   };
-  for (const Case c : {Case{GgmlType::Q4_K, 512, 256}, Case{GgmlType::Q8_0, 320, 192}, Case{GgmlType::Q4_0, 512, 192},
-                       Case{GgmlType::Q6_K, 512, 256}, Case{GgmlType::IQ2_XS, 512, 256}}) {
-    SCOPED_TRACE(std::string(type_name(c.t)) + " dim " + std::to_string(c.dim) + " ff " + std::to_string(c.ff));
-    const auto gq = mt::random_blocks(c.t, c.dim, E * c.ff, 1700 + static_cast<uint64_t>(c.t));
-    const auto uq = mt::random_blocks(c.t, c.dim, E * c.ff, 1800 + static_cast<uint64_t>(c.t));
-    const auto dq = mt::random_blocks(c.t, c.ff, E * c.dim, 1900 + static_cast<uint64_t>(c.t));
+  for (const Shape sh : {Shape{GgmlType::Q4_K, 512, 256}, Shape{GgmlType::Q8_0, 320, 192},
+                         Shape{GgmlType::Q4_0, 512, 192}, Shape{GgmlType::Q6_K, 512, 256},
+                         Shape{GgmlType::IQ2_XS, 512, 256}}) {
+    SCOPED_TRACE(std::string(type_name(sh.t)) + " dim " + std::to_string(sh.dim) + " ff " + std::to_string(sh.ff));
     for (int64_t n : {20, 300}) {
       SCOPED_TRACE("n=" + std::to_string(n));
-      const auto ids_h = random_routing(n, k, E, static_cast<uint32_t>(71 + n));
-      const auto xs = randn(static_cast<size_t>(n * c.dim), 81 + n);
-      const auto hs = randn(static_cast<size_t>(n * k * c.ff), 91 + n);
-      auto run = [&](Backend& b) -> std::vector<std::vector<float>> {
-        const Tensor G = b.weight_stack(c.t, c.dim, c.ff, E, gq.data());
-        const Tensor U = b.weight_stack(c.t, c.dim, c.ff, E, uq.data());
-        const Tensor D = b.weight_stack(c.t, c.ff, c.dim, E, dq.data());
-        auto ids = put(b, GgmlType::I32, k, n, ids_h.data());
-        auto x = put_f32(b, xs, c.dim);
-        auto gate = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * c.ff), NAN), c.ff);
-        auto up = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * c.ff), NAN), c.ff);
-        b.matmul_id_swiglu(G, U, E, x.t, ids.t, gate.t, up.t);
-        auto h = put_f32(b, hs, c.ff);
-        auto y = put_f32(b, std::vector<float>(static_cast<size_t>(n * k * c.dim), NAN), c.dim);
-        b.matmul_id(D, E, h.t, ids.t, y.t);
-        return {get_f32(b, gate.t), get_f32(b, y.t)};
-      };
-      const auto one = run(gemm_backend(1)), two = run(gemm_backend(2)), ref = run(cpu_ref());
+      const MoeCase c = make_case(sh.t, 40, 8, sh.dim, sh.ff, n, 1600);
+      const auto one = run_case(gemm_backend(1), c), two = run_case(gemm_backend(2), c), ref = run_case(cpu_ref(), c);
       ASSERT_EQ(one[0].size(), two[0].size());
       EXPECT_EQ(std::memcmp(one[0].data(), two[0].data(), one[0].size() * 4), 0) << "gate/up + SwiGLU";
       EXPECT_EQ(std::memcmp(one[1].data(), two[1].data(), one[1].size() * 4), 0) << "down";

@@ -9,6 +9,7 @@
 #include "backend/backend_factory.h"
 #include "backend/range_reader.h"
 
+#include "backend/cuda/backend_check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/expert_cache.h"
@@ -35,10 +36,6 @@
 
 namespace df::cuda {
 namespace {
-
-void check(bool ok, const char* what) {
-  if (!ok) throw Error(std::string("cuda backend: ") + what);
-}
 
 class DeviceBuffer final : public Buffer {
  public:

@@ -3,6 +3,7 @@
 // an event, for the decode lookahead of GreedySteps).
 #include <memory>
 
+#include "backend/cuda/backend_check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -12,7 +13,7 @@
 namespace df::cuda {
 
 void CudaBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
-  if (bytes > dst.nbytes()) throw Error("cuda backend: upload larger than tensor");
+  check(bytes <= dst.nbytes(), "upload larger than tensor");
   ctx_->make_current();
   OpScope ps(prof_.get(), "upload");
   ++i32_epoch_;
@@ -20,7 +21,7 @@ void CudaBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::download(const Tensor& src, void* dst, size_t bytes) {
-  if (bytes > src.nbytes()) throw Error("cuda backend: download larger than tensor");
+  check(bytes <= src.nbytes(), "download larger than tensor");
   ctx_->make_current();
   cuda_check(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, ctx_->stream()), "download");
   cuda_check(cudaStreamSynchronize(ctx_->stream()), "download: synchronize");

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/backend_check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -33,9 +34,6 @@
 namespace df::cuda {
 namespace {
 
-void check(bool ok, const char* what) {
-  if (!ok) throw Error(std::string("cuda backend: ") + what);
-}
 float* fp(const Tensor& t) { return static_cast<float*>(t.data); }
 int64_t fstride(const Tensor& t) { return static_cast<int64_t>(t.stride / sizeof(float)); }
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }

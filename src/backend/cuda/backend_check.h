@@ -1,0 +1,14 @@
+// The CUDA backend's argument checks: a failed condition becomes a df::Error naming it
+// ("cuda backend: " + what). (CUDA runtime errors: cuda_check.h.)
+#pragma once
+#include <string>
+
+#include "common/error.h"
+
+namespace df::cuda {
+
+inline void check(bool ok, const char* what) {
+  if (!ok) throw Error(std::string("cuda backend: ") + what);
+}
+
+}  // namespace df::cuda
