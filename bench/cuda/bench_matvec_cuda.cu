@@ -24,6 +24,7 @@
 #include "backend/cuda/matvec/dispatch.cuh"
 #include "backend/cuda/matvec/launch.cuh"
 #include "backend/cuda/matvec/matvec.cuh"
+#include "backend/cuda/matvec/variants.cuh"
 #include "common/error.h"
 #include "matvec_testing.h"
 #include "persistent_chain.cuh"
@@ -341,7 +342,7 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
   }
   if (has_int8 && !pipe_codes.empty()) {
     // The pipelined int8-x kernel (mv_kernel D > 0; code 5000 + 100 D + 10 RW + U) at n in
-    // pipe_ns (n > 1: the codes family_dp4a_pipe.cu has at that n), without PDL (n = 1 only)
+    // pipe_ns (n > 1: the codes variants_dp4a_pipe.cu has at that n), without PDL (n = 1 only)
     // and with it, its rows checked bit for bit against the previous loop (D = 0) at that n.
     json var = json::array();
     for (int n : pipe_ns) {
@@ -461,6 +462,7 @@ int main(int argc, char** argv) {
     std::printf("read bandwidth: %.0f GB/s (median), %.0f best\n", bw, j["read_bandwidth"]["gbs_best"].get<double>());
 
     mv::Context ctx;
+    mv::prepare_variants();
     if (!chain_arg.empty()) {
       auto split = [](const std::string& a, char sep) {
         std::vector<std::string> out;

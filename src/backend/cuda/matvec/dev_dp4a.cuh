@@ -245,4 +245,9 @@ struct Dp4aIQ4_XS : FastIQ4_XS {
   }
 };
 
+// The int8-x formats (family_dp4a.cu, the workbench's variants_dp4a*.cu).
+template <class... Fs>
+struct Dp4aList {};
+using Dp4aFormats = Dp4aList<Dp4aQ8_0, Dp4aQ4_0, Dp4aQ5_0, Dp4aQ5_1, Dp4aQ4_K, Dp4aQ5_K, Dp4aQ6_K, Dp4aIQ4_XS>;
+
 }  // namespace df::cudamv

@@ -579,4 +579,10 @@ using FastQ5_1 = FastLegacyT<GgmlType::Q5_1, false>;
 using FastQ6_K = FastQ6_KT<false>;
 using FastIQ4_XS = FastIQ4_XST<false>;
 
+// The formats of the f32-x planar kernels (family_fast.cu, the workbench's variants_fast.cu).
+template <class... Fs>
+struct FastList {};
+using FastFormats = FastList<FastF32, FastF16, FastBF16, FastQ4_0, FastQ8_0, FastQ4_1, FastQ5_0, FastQ5_1, FastQ4_K,
+                             FastQ5_K, FastQ6_K, FastIQ4_XS>;
+
 }  // namespace df::cudamv

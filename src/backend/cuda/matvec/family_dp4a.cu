@@ -1,5 +1,5 @@
 // Launchers of the int8-x formats (dev_dp4a.cuh): matvec with the default configuration per
-// n and the workbench's variants. Weights are those of the planar layout (family_fast.cu
+// n (the workbench's variants: variants_dp4a.cu). Weights are those of the planar layout (family_fast.cu
 // owns get_rows and the f32-x kernels of the same types).
 #include "backend/cuda/matvec/dev_dp4a.cuh"
 #include "backend/cuda/matvec/dispatch.cuh"
@@ -48,46 +48,8 @@ struct Dp4aPipe {
 
 namespace {
 
-template <class... Fs>
-struct Dp4aList {};
-using Dp4aFormats = Dp4aList<Dp4aQ8_0, Dp4aQ4_0, Dp4aQ5_0, Dp4aQ5_1, Dp4aQ4_K, Dp4aQ5_K, Dp4aQ6_K, Dp4aIQ4_XS>;
-
 template <class F>
 using PA = PlanarAdapter<F>;
-
-PlanarView planar_view(const PackedWeight& W) {
-  return PlanarView{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols,
-                    static_cast<const DevTables*>(W.tables)};
-}
-
-// The workbench's variants at n = 1 (codes: dispatch.cuh, 3000 + 10 RW + U).
-template <class F>
-bool launch_variant(const PlanarView& v, const float* x, float* y, int code, cudaStream_t s) {
-  switch (code) {
-    case 3011: launch_mv<PA<F>, 1, 1, 1>(v, x, y, s); return true;
-    case 3012: launch_mv<PA<F>, 1, 1, 2>(v, x, y, s); return true;
-    case 3014: launch_mv<PA<F>, 1, 1, 4>(v, x, y, s); return true;
-    case 3021: launch_mv<PA<F>, 1, 2, 1>(v, x, y, s); return true;
-    case 3022: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s); return true;
-    case 3024: launch_mv<PA<F>, 1, 2, 4>(v, x, y, s); return true;
-    case 3041: launch_mv<PA<F>, 1, 4, 1>(v, x, y, s); return true;
-    case 3042: launch_mv<PA<F>, 1, 4, 2>(v, x, y, s); return true;
-    default: return false;
-  }
-}
-
-template <class F>
-void prepare_variants() {
-  prepare_mv<PA<F>, 1, 1, 1>();
-  prepare_mv<PA<F>, 1, 1, 2>();
-  prepare_mv<PA<F>, 1, 1, 4>();
-  prepare_mv<PA<F>, 1, 2, 1>();
-  prepare_mv<PA<F>, 1, 2, 2>();
-  prepare_mv<PA<F>, 1, 2, 4>();
-  prepare_mv<PA<F>, 1, 4, 1>();
-  prepare_mv<PA<F>, 1, 4, 2>();
-  prepare_mv_default<PA<F>, Dp4aPipe>();
-}
 
 template <class... Fs>
 Mv matvec_list(Dp4aList<Fs...>, const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s,
@@ -100,14 +62,8 @@ Mv matvec_list(Dp4aList<Fs...>, const PackedWeight& W, const float* x, float* y,
 }
 
 template <class... Fs>
-bool variant_list(Dp4aList<Fs...>, const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s) {
-  const PlanarView v = planar_view(W);
-  return ((Fs::kType == W.type ? launch_variant<Fs>(v, x, y, code, s) : false) || ...);
-}
-
-template <class... Fs>
 void prepare_list(Dp4aList<Fs...>) {
-  (prepare_variants<Fs>(), ...);
+  (prepare_mv_default<PA<Fs>, Dp4aPipe>(), ...);
 }
 
 template <class... Fs>
@@ -126,11 +82,5 @@ Mv matvec_dp4a(const PackedWeight& W, const float* x, float* y, int n, cudaStrea
 }
 
 void prepare_dp4a() { prepare_list(Dp4aFormats{}); }
-
-bool matvec_dp4a_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s) {
-  if (!int8_x_supported(W.type, W.cols) || !variant_list(Dp4aFormats{}, W, x, y, code, s)) return false;
-  check_launch("matvec variant");
-  return true;
-}
 
 }  // namespace df::cudamv

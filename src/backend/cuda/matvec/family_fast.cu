@@ -1,5 +1,6 @@
 // Launchers of the planar-layout formats (dev_fast.cuh, and the float formats): matvec with
-// the default configuration per n, the workbench's variants, and get_rows (exact).
+// the default configuration per n, and get_rows (exact). The workbench's variants are in
+// variants_fast.cu.
 #include "backend/cuda/matvec/dev_fast.cuh"
 #include "backend/cuda/matvec/dispatch.cuh"
 #include "backend/cuda/matvec/launch.cuh"
@@ -9,52 +10,8 @@ namespace df::cudamv {
 
 namespace {
 
-template <class... Fs>
-struct FastList {};
-using FastFormats = FastList<FastF32, FastF16, FastBF16, FastQ4_0, FastQ8_0, FastQ4_1, FastQ5_0, FastQ5_1, FastQ4_K, FastQ5_K, FastQ6_K, FastIQ4_XS>;
-
 template <class F>
 using PA = PlanarAdapter<F>;
-
-PlanarView planar_view(const PackedWeight& W) {
-  return PlanarView{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols,
-                    static_cast<const DevTables*>(W.tables)};
-}
-
-// The workbench's variants at n = 1 (codes: dispatch.cuh).
-template <class F>
-bool launch_variant(const PlanarView& v, const float* x, float* y, int code, cudaStream_t s) {
-  switch (code) {
-    case 11: launch_mv<PA<F>, 1, 1, 1>(v, x, y, s); return true;
-    case 12: launch_mv<PA<F>, 1, 1, 2>(v, x, y, s); return true;
-    case 14: launch_mv<PA<F>, 1, 1, 4>(v, x, y, s); return true;
-    case 21: launch_mv<PA<F>, 1, 2, 1>(v, x, y, s); return true;
-    case 22: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s); return true;
-    case 24: launch_mv<PA<F>, 1, 2, 4>(v, x, y, s); return true;
-    case 41: launch_mv<PA<F>, 1, 4, 1>(v, x, y, s); return true;
-    case 42: launch_mv<PA<F>, 1, 4, 2>(v, x, y, s); return true;
-    case 122: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s, false); return true;
-    case 1022: launch_mv<PA<F>, 1, 2, 2>(v, x, y, s, true); return true;
-    case 2021: launch_mv<PA<typename F::Other>, 1, 2, 1>(v, x, y, s); return true;
-    case 2022: launch_mv<PA<typename F::Other>, 1, 2, 2>(v, x, y, s); return true;
-    default: return false;
-  }
-}
-
-template <class F>
-void prepare_variants() {
-  prepare_mv<PA<F>, 1, 1, 1>();
-  prepare_mv<PA<F>, 1, 1, 2>();
-  prepare_mv<PA<F>, 1, 1, 4>();
-  prepare_mv<PA<F>, 1, 2, 1>();
-  prepare_mv<PA<F>, 1, 2, 2>();
-  prepare_mv<PA<F>, 1, 2, 4>();
-  prepare_mv<PA<F>, 1, 4, 1>();
-  prepare_mv<PA<F>, 1, 4, 2>();
-  prepare_mv<PA<typename F::Other>, 1, 2, 1>();
-  prepare_mv<PA<typename F::Other>, 1, 2, 2>();
-  prepare_mv_default<PA<F>>();
-}
 
 template <class F>
 __global__ void get_rows_fast_kernel(PlanarView v, const int32_t* __restrict__ ids, float* __restrict__ out) {
@@ -102,14 +59,8 @@ Mv matvec_list(FastList<Fs...>, const PackedWeight& W, const float* x, float* y,
 }
 
 template <class... Fs>
-bool variant_list(FastList<Fs...>, const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s) {
-  const PlanarView v = planar_view(W);
-  return ((Fs::kType == W.type ? launch_variant<Fs>(v, x, y, code, s) : false) || ...);
-}
-
-template <class... Fs>
 void prepare_list(FastList<Fs...>) {
-  (prepare_variants<Fs>(), ...);
+  (prepare_mv_default<PA<Fs>>(), ...);
 }
 
 template <class... Fs>
@@ -128,12 +79,6 @@ Mv matvec_fast(const PackedWeight& W, const float* x, float* y, int n, cudaStrea
 }
 
 void prepare_fast() { prepare_list(FastFormats{}); }
-
-bool matvec_fast_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s) {
-  if (!variant_list(FastFormats{}, W, x, y, code, s)) return false;
-  check_launch("matvec variant");
-  return true;
-}
 
 bool get_rows_fast(const PackedWeight& W, const int32_t* ids, int n, float* out, cudaStream_t s) {
   if (!get_rows_list(FastFormats{}, W, ids, n, out, s)) return false;

@@ -44,7 +44,6 @@ Context::Context(bool int8_x, bool pdl, bool pipe, bool pipe_rows)
   }
   prepare_fast();
   prepare_dp4a();
-  prepare_dp4a_pipe();
   prepare_raw_basic();
   prepare_raw_iq();
   check(cudaGetLastError(), "setting kernel attributes");
@@ -111,11 +110,6 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
 }
 
 namespace {
-
-PlanarView raw_view(const PackedWeight& W) {
-  return PlanarView{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols,
-                    static_cast<const DevTables*>(W.tables)};
-}
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -191,7 +185,7 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
   const MvFuse f = fuse_of(W, n, fu);
   Mv r = matvec_fast(W, x, y, n, stream, f);
   if (r == Mv::kNoType) {
-    const PlanarView v = raw_view(W);
+    const PlanarView v = planar_view(W);
     r = matvec_raw_basic(W.type, v, x, y, n, stream, f);
     if (r == Mv::kNoType) r = matvec_raw_iq(W.type, v, x, y, n, stream, f);
   }
@@ -205,7 +199,7 @@ void get_rows(const PackedWeight& table, const int32_t* ids, int n, float* out, 
   if (!table.data) throw Error("CUDA get_rows: empty table");
   if (!aligned16(out)) throw Error("CUDA get_rows: out must be 16-byte aligned");
   if (get_rows_fast(table, ids, n, out, stream)) return;
-  const PlanarView v = raw_view(table);
+  const PlanarView v = planar_view(table);
   if (get_rows_raw_basic(table.type, v, ids, n, out, stream) || get_rows_raw_iq(table.type, v, ids, n, out, stream))
     return;
   quant::throw_unsupported_type(table.type);

@@ -5,7 +5,7 @@
 #include "backend/cuda/matvec/dev_dp4a.cuh"
 #include "backend/cuda/matvec/dispatch.cuh"
 #include "backend/cuda/matvec/launch.cuh"
-#include "backend/cuda/matvec/matvec.cuh"
+#include "backend/cuda/matvec/variants.cuh"
 
 #include <type_traits>
 
@@ -85,13 +85,8 @@ bool at_n(NList<Ns...>, int n, Op&& op) {
 }
 
 template <class... Fs>
-struct List {};
-using PipeFormats = List<Dp4aQ8_0, Dp4aQ4_0, Dp4aQ5_0, Dp4aQ5_1, Dp4aQ4_K, Dp4aQ5_K, Dp4aQ6_K, Dp4aIQ4_XS>;
-
-template <class... Fs>
-bool variant_list(List<Fs...>, const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s, int n) {
-  const PlanarView v{W.data, W.data + W.m_offset, W.q_row_bytes, W.m_row_bytes, W.rows, W.cols,
-                     static_cast<const DevTables*>(W.tables)};
+bool variant_list(Dp4aList<Fs...>, const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s, int n) {
+  const PlanarView v = planar_view(W);
   MvFuse f;
   f.pdl = W.pdl;
   f.l2_bytes = W.l2_prefetch;
@@ -105,7 +100,7 @@ bool variant_list(List<Fs...>, const PackedWeight& W, const float* x, float* y, 
 }
 
 template <class... Fs>
-bool attrs_list(List<Fs...>, GgmlType t, int code, cudaFuncAttributes& at, int n) {
+bool attrs_list(Dp4aList<Fs...>, GgmlType t, int code, cudaFuncAttributes& at, int n) {
   auto one = [&]<class F>(F*) {
     return at_n(RowNs{}, n, [&]<class C, int N>(C c, std::integral_constant<int, N>) { return attrs_code<F, N>(c, code, at); });
   };
@@ -119,23 +114,23 @@ void prepare_ns(NList<Ns...>) {
 }
 
 template <class... Fs>
-void prepare_list(List<Fs...>) {
+void prepare_list(Dp4aList<Fs...>) {
   (prepare_ns<Fs>(RowNs{}), ...);
 }
 
 }  // namespace
 
-void prepare_dp4a_pipe() { prepare_list(PipeFormats{}); }
+void prepare_dp4a_pipe_variants() { prepare_list(Dp4aFormats{}); }
 
 bool matvec_dp4a_pipe_regs(GgmlType t, int code, int& regs, int& local_bytes, int n) {
   cudaFuncAttributes at{};
-  if (!attrs_list(PipeFormats{}, t, code, at, n)) return false;
+  if (!attrs_list(Dp4aFormats{}, t, code, at, n)) return false;
   regs = at.numRegs, local_bytes = static_cast<int>(at.localSizeBytes);
   return true;
 }
 
 bool matvec_dp4a_pipe_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s, int n) {
-  if (!int8_x_supported(W.type, W.cols) || !variant_list(PipeFormats{}, W, x, y, code, s, n)) return false;
+  if (!int8_x_supported(W.type, W.cols) || !variant_list(Dp4aFormats{}, W, x, y, code, s, n)) return false;
   check_launch("matvec pipelined variant");
   return true;
 }

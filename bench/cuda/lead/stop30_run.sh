@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Lead's device run, stop 30: df_cuda_tests on the commit packed; the A/B of
+# --cuda-moe-gemm-ahead 1 / 2 on a 10-layer 35B-A3B shape (pp512; the grouped GEMM's behaviour
+# per layer is that of 40 layers, and the file loads in seconds); an nsys trace of decode graph
+# replays (per-kernel durations and the gaps between kernels: where a decode launch's ~9 us go)
+# when the machine has nsys; then the issues' figures.
+#   bench/cuda/pack.sh .devcarry/lf30 build/tests/df_cuda_tests build/diskformer build/df_make_model
+#   (fuzz/corpus, bench/cuda/results, attic, bench/cpu/results out of the checkout for the call)
+#   CARRY=.devcarry/lf30 BUDGET=500 bash bench/cuda/lead/stop30_run.sh
+# Each bench is skipped once BUDGET s have passed; order: tests, MoE A/B, nsys traces, 27B MTP at
+# --draft-accept 0.8, 35B-A3B (40 layers) decode, 27B plain, default MTP, default and 4B figures.
+set -uo pipefail
+source bench/cuda/lead/lib.sh
+lead_unpack ${CARRY:-.devcarry/lf30}
+{ for t in nsys ncu nvidia-smi; do echo "$t: $(command -v $t || find /usr/local/cuda*/ /opt -maxdepth 4 -name $t -type f 2>/dev/null | head -1)"; done; } > $OUT/tools.txt 2>&1
+A10=/dev/shm/a3b_L10.gguf A40=/dev/shm/a3b_L40.gguf
+( mk /tmp/q3_4b_q4.gguf --preset qwen3_4b --type q4_0 &
+  mk $A10 --arch qwen35moe --preset 35b-a3b --layers 10 --row-pool 1024 --type q4_k &
+  mk /tmp/q3_4b_q8.gguf --preset qwen3_4b --type q8_0 &
+  mk /tmp/q35_27b_q4f.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random &
+  mk $A40 --arch qwen35moe --preset 35b-a3b --layers 40 --row-pool 1024 --type q4_k &
+  wait ) &
+MK=$!
+TESTS_TIMEOUT=${TESTS_TIMEOUT:-260} lead_tests ${TEST_ARGS:-}
+wait $MK; grep make $OUT/make.txt
+for r in a b; do
+  bench a3b10_pp_ah1_$r $A10 -p 512 -n 4 -r 3 --cuda-moe-gemm-ahead 1
+  bench a3b10_pp_ah2_$r $A10 -p 512 -n 4 -r 3 --cuda-moe-gemm-ahead 2
+done
+# nsys: every kernel of decode graph replays (--cuda-graph-trace=node), as CSV (start, duration, name)
+NSYS=$(command -v nsys || find /usr/local/cuda*/ /opt -maxdepth 4 -name nsys -type f 2>/dev/null | head -1)
+trace() {  # name model args...
+  local name=$1 model=$2; shift 2
+  [ -n "$NSYS" ] || { echo "no nsys: trace $name skipped"; return; }
+  [ $((SECONDS - T0)) -lt ${BUDGET:-430} ] || { echo "skip trace $name (time)"; return; }
+  timeout 120 $NSYS profile -o /tmp/tr_$name --force-overwrite true -t cuda --cuda-graph-trace=node \
+    --sample=none --cpuctxsw=none $D/diskformer bench -m "$model" --device cuda --output json -q "$@" \
+    > $OUT/trace_$name.json 2>> $OUT/log.txt
+  echo "trace $name rc=$? $((SECONDS - T0)) s"
+  timeout 60 $NSYS stats --report cuda_gpu_trace --format csv --output /tmp/tr_$name /tmp/tr_$name.nsys-rep >> $OUT/log.txt 2>&1
+  ls /tmp/tr_$name* >> $OUT/log.txt 2>&1
+  for f in /tmp/tr_${name}*.csv; do [ -f "$f" ] && xz -T8 -c "$f" > $OUT/$(basename "$f").xz; done
+}
+trace 4b_q4 /tmp/q3_4b_q4.gguf -p 16 -n 24 -r 1
+trace default models/default.gguf -p 16 -n 48 -r 1
+bench q35_27b_spec /tmp/q35_27b_q4f.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8
+bench a3b_L40 $A40 -p 512 -n 128 -r 2
+bench q35_27b /tmp/q35_27b_q4f.gguf -p 512 -n 64 -r 1
+bench def_spec models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt
+bench default models/default.gguf -p 512 -n 128 -r 2
+bench q3_4b_q4 /tmp/q3_4b_q4.gguf -p 512 -n 128 -r 2
+bench q3_4b_q8 /tmp/q3_4b_q8.gguf -p 512 -n 128 -r 2
+trace a3b10 $A10 -p 16 -n 24 -r 1
+lead_collect
