@@ -48,6 +48,7 @@ if [ "${PART:-1}" = 1 ]; then
     bench a3b10_pp_ah2_$r $A10 -p 512 -n 4 -r 3 --cuda-moe-gemm-ahead 2
   done
   trace 4b_q4 /tmp/q3_4b_q4.gguf -p 16 -n 24 -r 1
+  trace 4b_q4_nopdl /tmp/q3_4b_q4.gguf -p 16 -n 24 -r 1 --no-pdl  # durations without PDL's early starts
   trace default models/default.gguf -p 16 -n 48 -r 1
   bench default models/default.gguf -p 512 -n 128 -r 2
   bench q3_4b_q4 /tmp/q3_4b_q4.gguf -p 512 -n 128 -r 2
