@@ -65,5 +65,6 @@ else
   bench a3b_L40 $A40 -p 512 -n 128 -r 2
   bench def_spec models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt
   trace a3b10 $A10 -p 16 -n 24 -r 1
+  trace def_spec models/default.gguf -p 64 -n 128 -r 1 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt
 fi
 lead_collect
