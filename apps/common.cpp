@@ -83,10 +83,6 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "GPU MoE prefill (more than 16 rows): the routed experts by a grouped tensor-core GEMM (tiles of 32 "
                "slots of one expert, f16 operands, SwiGLU in the gate/up epilogue) instead of the grouped matvec "
                "(default on; within the GEMM's budget, not the matvec's bits)");
-  app.add_option("--cuda-moe-gemm-ahead", f.cuda_moe_gemm_ahead,
-                 "GPU MoE prefill's grouped GEMM: weight steps (64 columns) each block has in flight, 1 or 2 "
-                 "(2: F32, F16, BF16, Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS; others 1; default 1; the same bits)")
-      ->check(CLI::IsMember({1, 2}));
   app.add_flag("--cuda-copy-batch,!--no-cuda-copy-batch", f.cuda_copy_batch,
                "GPU: a sequence's recurrent-state copies (zeroing, snapshot slot after a verify, checkpoints) and "
                "the gated attention's q / gate split in one launch each instead of one copy per tensor (the same "
@@ -201,7 +197,6 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_fuse_deltanet = f.cuda_fuse_deltanet;
   o.cuda_moe_pdl = f.cuda_moe_pdl;
   o.cuda_moe_gemm = f.cuda_moe_gemm;
-  o.cuda_moe_gemm_ahead = f.cuda_moe_gemm_ahead;
   o.cuda_copy_batch = f.cuda_copy_batch;
   o.cuda_gdn_prefill = f.cuda_gdn_prefill == "token" ? 0 : f.cuda_gdn_prefill == "chunked-v1" ? 1
                        : f.cuda_gdn_prefill == "tf32" ? 2 : 3;

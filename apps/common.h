@@ -36,7 +36,6 @@ struct ModelFlags {
   bool cuda_fuse_deltanet = true;        // --no-cuda-fuse-deltanet: six DeltaNet launches
   bool cuda_moe_pdl = true;              // --no-cuda-moe-pdl: routed expert launches without PDL
   bool cuda_moe_gemm = true;             // --no-cuda-moe-gemm: prefill's routed experts by the grouped matvec
-  int cuda_moe_gemm_ahead = 1;           // --cuda-moe-gemm-ahead 1|2
   bool cuda_copy_batch = true;           // --no-cuda-copy-batch: one copy per tensor
   std::string cuda_gdn_prefill = "3xtf32";  // --cuda-gdn-prefill token|chunked-v1|tf32|3xtf32
   bool mv_no_pipe = false;

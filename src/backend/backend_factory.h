@@ -37,7 +37,6 @@ struct BackendOptions {
   bool cuda_fuse_deltanet = false;        // `cuda`: CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = false;              // `cuda`: CudaOptions::moe_pdl
   bool cuda_moe_gemm = false;             // `cuda`: CudaOptions::moe_gemm
-  int cuda_moe_gemm_ahead = 1;            // `cuda`: CudaOptions::moe_gemm_ahead
   bool cuda_copy_batch = false;           // `cuda`: CudaOptions::copy_batch
   int cuda_gdn_prefill = 0;               // `cuda`: CudaOptions::gdn_prefill
   bool cuda_mv_no_pipe = false; // `cuda`: int8-x matvecs without the load pipeline (cudamv::Context::pipe)

@@ -59,7 +59,6 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_fuse_deltanet = opt.cuda_fuse_deltanet;
   bo.cuda_moe_pdl = opt.cuda_moe_pdl;
   bo.cuda_moe_gemm = opt.cuda_moe_gemm;
-  bo.cuda_moe_gemm_ahead = opt.cuda_moe_gemm_ahead;
   bo.cuda_copy_batch = opt.cuda_copy_batch;
   bo.cuda_gdn_prefill = opt.cuda_gdn_prefill;
   bo.cuda_mv_no_pipe = !opt.mv_pipe;

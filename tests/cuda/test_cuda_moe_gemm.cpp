@@ -7,9 +7,7 @@
 // Budgets (not bits): the GEMM rounds x and the weights to f16 (relative 2^-11), the matvec
 // path rounds x to int8 blocks for its dp4a formats, the CPU reference its activations to the
 // weight's dot format: one product 1e-4, gate/up through SwiGLU (two chained products) 5e-4,
-// as the existing MoE op tests hold the grouped matvec path. And the kernel with two weight
-// steps in flight (CudaOptions::moe_gemm_ahead 2) against one, bit for bit, at even and odd
-// step counts. Skipped without a GPU.
+// as the existing MoE op tests hold the grouped matvec path. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,19 +28,13 @@ using optest::nerr;
 using optest::randn;
 namespace mt = cudamv::testing;
 
-cuda::CudaBackend& gemm_backend(int ahead = 1) {
-  static cuda::CudaBackend b1([] {
+cuda::CudaBackend& gemm_backend() {
+  static cuda::CudaBackend b([] {
     cuda::CudaOptions o;
     o.moe_gemm = true;
     return o;
   }());
-  static cuda::CudaBackend b2([] {
-    cuda::CudaOptions o;
-    o.moe_gemm = true;
-    o.moe_gemm_ahead = 2;
-    return o;
-  }());
-  return ahead == 2 ? b2 : b1;
+  return b;
 }
 
 // k distinct experts of E per row; a skewed draw (some experts get many slots, some none).
@@ -113,33 +105,6 @@ TEST(CudaMoeGemm, GroupedGemmAgainstGroupedMatvecAndCpu) {
       std::printf("%s n=%lld: NMSE gate/up vs cpu %.3g, vs matvec %.3g; down vs cpu %.3g, vs matvec %.3g\n",
                   std::string(type_name(t)).c_str(), static_cast<long long>(n), nerr(ref[0], gm[0]), nerr(mv[0], gm[0]),
                   nerr(ref[1], gm[1]), nerr(mv[1], gm[1]));
-    }
-  }
-}
-
-// Two weight steps in flight (grouped_kernel's kAhead = 2, the formats of grouped_fast.cu) give
-// the bits of one (the same products in the same order): gate/up + SwiGLU and down, at 64-column
-// step counts even and odd (dim 512: 8, 320: 5; ff 256: 4, 192: 3), 20 and 300 rows. IQ2_XS
-// (raw family, compiled for one step only) runs one step either way.
-TEST(CudaMoeGemm, TwoStepsInFlightAreTheOneStepBits) {
-  DF_REQUIRE_GPU();
-  struct Shape {
-    GgmlType t;
-    int64_t dim, ff;
-  };
-  for (const Shape sh : {Shape{GgmlType::Q4_K, 512, 256}, Shape{GgmlType::Q8_0, 320, 192},
-                         Shape{GgmlType::Q4_0, 512, 192}, Shape{GgmlType::Q6_K, 512, 256},
-                         Shape{GgmlType::IQ2_XS, 512, 256}}) {
-    SCOPED_TRACE(std::string(type_name(sh.t)) + " dim " + std::to_string(sh.dim) + " ff " + std::to_string(sh.ff));
-    for (int64_t n : {20, 300}) {
-      SCOPED_TRACE("n=" + std::to_string(n));
-      const MoeCase c = make_case(sh.t, 40, 8, sh.dim, sh.ff, n, 1600);
-      const auto one = run_case(gemm_backend(1), c), two = run_case(gemm_backend(2), c), ref = run_case(cpu_ref(), c);
-      ASSERT_EQ(one[0].size(), two[0].size());
-      EXPECT_EQ(std::memcmp(one[0].data(), two[0].data(), one[0].size() * 4), 0) << "gate/up + SwiGLU";
-      EXPECT_EQ(std::memcmp(one[1].data(), two[1].data(), one[1].size() * 4), 0) << "down";
-      EXPECT_LE(nerr(ref[0], two[0]), 5e-4) << "gate/up + SwiGLU vs the CPU";
-      EXPECT_LE(nerr(ref[1], two[1]), 1e-4) << "down vs the CPU";
     }
   }
 }

@@ -6,6 +6,7 @@
 #     loads in seconds); nsys traces of decode graph replays (every kernel's duration and the gaps
 #     between kernels: what bounds a decode step) where the machine has nsys; issue 9's figures
 #     (default model, 4B Q4_0 / Q8_0, 27B Q4_0).
+#   PART=tests: df_cuda_tests only.
 #   PART=2: issue 9's matvec micro-benchmark per format at the real shapes; 27B MTP at
 #     --draft-accept 0.8; the 40-layer 35B-A3B; default-model MTP; an nsys trace of 35B-A3B decode.
 #   bench/cuda/pack.sh .devcarry/lf30 build/tests/df_cuda_tests build/diskformer build/df_make_model \
@@ -17,6 +18,7 @@ set -uo pipefail
 source bench/cuda/lead/lib.sh
 lead_unpack ${CARRY:-.devcarry/lf30}
 chmod +x $D/bench_matvec_cuda 2>/dev/null
+lead_tests_only 250  # PART=tests: df_cuda_tests only (the final commit's check)
 A10=/dev/shm/a3b_L10.gguf A40=/dev/shm/a3b_L40.gguf
 NSYS=$(command -v nsys || find /usr/local/cuda*/ /opt -maxdepth 4 -name nsys -type f 2>/dev/null | head -1)
 trace() {  # name model args...: nsys over diskformer bench, every kernel of the graph replays as CSV

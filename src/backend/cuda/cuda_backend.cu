@@ -747,7 +747,6 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.fuse_deltanet = opt.cuda_fuse_deltanet;
   o.moe_pdl = opt.cuda_moe_pdl;
   o.moe_gemm = opt.cuda_moe_gemm;
-  o.moe_gemm_ahead = opt.cuda_moe_gemm_ahead;
   o.copy_batch = opt.cuda_copy_batch;
   o.gdn_prefill = opt.cuda_gdn_prefill;
   o.mv_pipe = !opt.cuda_mv_no_pipe;

@@ -123,9 +123,6 @@ struct CudaOptions {
   // (EngineOptions::cuda_moe_gemm; df_cuda_tests on the H200, pp512 2.9x), off here for the
   // tests of the grouped matvec path.
   bool moe_gemm = false;
-  // The grouped GEMM's weight steps in flight per block (gemm::GroupedArgs::ahead): 1, or 2
-  // for the formats of gemm/grouped_fast.cu. The same bits (CudaMoeGemm.TwoStepsInFlightAreTheOneStepBits).
-  int moe_gemm_ahead = 1;
   // copy_batch in one launch per 32 pairs (ops/copy_batch.cuh); false: a cudaMemcpy2DAsync per
   // pair (Backend::copy_batch). The same bytes either way. Off here (tests of the plain path);
   // on at the engine level since stop 29 (EngineOptions::cuda_copy_batch; measured on an H100).

@@ -275,7 +275,6 @@ bool CudaBackend::matmul_id_gemm(const Tensor& Wg, const Tensor* Wu, int64_t n_e
   if (experts_ && (experts_->find(Wg.data) || (Wu && experts_->find(Wu->data)))) return false;  // streamed
   const ExpertStack* S = nullptr;
   gemm::GroupedArgs g{};
-  g.ahead = opt_.moe_gemm_ahead;
   g.table[0] = expert_table(Wg, n_expert, &S);
   g.table[1] = Wu ? expert_table(*Wu, n_expert, &S) : nullptr;
   const cudamv::PackedWeight& P = packed(Wg);

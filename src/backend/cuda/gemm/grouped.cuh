@@ -48,9 +48,6 @@ struct GroupedArgs {
   const __half* x;                 // xh: dense f16 [*, cols] (convert_x_f16)
   float* y;
   int64_t ys;                      // y row stride in floats
-  // Weight k steps in flight per block (grouped_kernel's kAhead): 1, or 2 for the formats of
-  // grouped_fast.cu (others run 1). The same bits either way.
-  int ahead = 1;
 };
 
 // The launch (swiglu when table[1]); false when the type is not supported (nothing launched).

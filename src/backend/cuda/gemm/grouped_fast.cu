@@ -14,6 +14,6 @@ using Sources = SourceList<PlanarSource<FastF32>, PlanarSource<FastF16>, PlanarS
                            PlanarSource<FastQ6_K>, PlanarSource<FastIQ4_XS>>;
 }  // namespace
 
-bool grouped_fast(const GroupedArgs& g, cudaStream_t s) { return grouped_list<2>(Sources{}, g, s); }
+bool grouped_fast(const GroupedArgs& g, cudaStream_t s) { return grouped_list(Sources{}, g, s); }
 
 }  // namespace df::cuda::gemm

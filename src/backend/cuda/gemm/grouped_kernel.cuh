@@ -8,11 +8,6 @@
 //   x rows:  xh[x_row[p0 + i]]  for i < rows (others zero)
 //   y rows:  y[y_row[p0 + i]]   for i < rows
 //
-// kAhead: weight loads in flight, in k steps (registers: kAhead slots of the block's parts):
-// at step kt the loads of step kt + kAhead are issued before the products of step kt (1: the
-// dense kernel's schedule, one step). The products and their order do not depend on it: the
-// same bits.
-//
 // kSwiglu: the block's BN weight rows are BN/2 rows of the gate stack and the same BN/2 rows
 // of the up stack (warps 0..3 along weight rows: wn 0, 1 gate, wn 2, 3 up); the epilogue
 // stages the f32 tile in shared memory and writes y = silu(gate) * up (act_swiglu) for BN/2
@@ -28,9 +23,8 @@
 
 namespace df::cuda::gemm {
 
-template <class S, int BM, int BN, bool kSwiglu, int kAhead>
+template <class S, int BM, int BN, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
-  static_assert(kAhead >= 1 && kAhead <= 3, "weight steps in flight");
   constexpr int MI = BM / 32, NI = BN / 32;
   constexpr int kPE = S::kPE, kPartsRow = kBK / kPE, kParts = BN * kPartsRow;
   constexpr int kPPT = (kParts + kThreads - 1) / kThreads;
@@ -70,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
     }
     cp_async_commit();
   };
-  typename S::Regs regs[kAhead][kPPT];  // slot kt % kAhead: step kt's parts
+  typename S::Regs regs[kPPT];
   // weight row r of the block tile: its view and row
   auto b_row = [&](int r, int& which) -> int64_t {
     if constexpr (kSwiglu) {
@@ -81,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
       return m0 + r;
     }
   };
-  auto load_b = [&](int kt, typename S::Regs(&rg)[kPPT]) {
+  auto load_b = [&](int kt) {
 #pragma unroll
     for (int i = 0; i < kPPT; ++i) {
       const int p = tid + i * kThreads;
@@ -89,11 +83,11 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
         const int r = p / kPartsRow, pt = p % kPartsRow;
         int which;
         const int64_t row = b_row(r, which);
-        S::load(v[which], row < m ? row : m - 1, kt * kPartsRow + pt, rg[i]);
+        S::load(v[which], row < m ? row : m - 1, kt * kPartsRow + pt, regs[i]);
       }
     }
   };
-  auto store_b = [&](int buf, typename S::Regs(&rg)[kPPT]) {
+  auto store_b = [&](int buf) {
 #pragma unroll
     for (int i = 0; i < kPPT; ++i) {
       const int p = tid + i * kThreads;
@@ -102,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
         int which;
         const bool ok = b_row(r, which) < m;
         float w[kPE];
-        S::dequant(v[which], rg[i], w);
+        S::dequant(v[which], regs[i], w);
         __half* dst = Bs + (buf * BN + r) * kLds + pt * kPE;
         if constexpr (kPE % 8 == 0) {
 #pragma unroll
@@ -157,28 +151,21 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
   };
 
   load_a(0, 0);
-#pragma unroll
-  for (int j = 0; j < kAhead; ++j)
-    if (j < KT) load_b(j, regs[j]);
-  store_b(0, regs[0]);
+  load_b(0);
+  store_b(0);
   cp_async_wait_all();
   __syncthreads();
-  // kt = kt0 + j: the slots' indices are compile-time (j unrolled), so regs stays in registers
-  for (int kt0 = 0; kt0 < KT; kt0 += kAhead) {
-#pragma unroll
-    for (int j = 0; j < kAhead; ++j) {
-      const int kt = kt0 + j;
-      if (kt < KT) {
-        const int cur = kt & 1;
-        const bool more = kt + 1 < KT;
-        if (more) load_a(kt + 1, cur ^ 1);
-        if (kt + kAhead < KT) load_b(kt + kAhead, regs[j]);  // slot j held step kt, stored already
-        compute(cur);
-        if (more) store_b(cur ^ 1, regs[(j + 1) % kAhead]);
-        cp_async_wait_all();
-        __syncthreads();
-      }
+  for (int kt = 0; kt < KT; ++kt) {
+    const int cur = kt & 1;
+    const bool more = kt + 1 < KT;
+    if (more) {
+      load_a(kt + 1, cur ^ 1);
+      load_b(kt + 1);
     }
+    compute(cur);
+    if (more) store_b(cur ^ 1);
+    cp_async_wait_all();
+    __syncthreads();
   }
 
   if constexpr (!kSwiglu) {
@@ -223,35 +210,26 @@ __global__ void __launch_bounds__(kThreads) grouped_kernel(GroupedArgs g) {
   }
 }
 
-template <class S, int BM, int BN, bool kSwiglu, int kAhead>
+template <class S, int BM, int BN, bool kSwiglu>
 void launch_grouped_tile(const GroupedArgs& g, cudaStream_t s) {
   constexpr int kCols = kSwiglu ? BN / 2 : BN;
-  cudaFuncSetAttribute(grouped_kernel<S, BM, BN, kSwiglu, kAhead>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute(grouped_kernel<S, BM, BN, kSwiglu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(smem_bytes<BM, BN>()));
   const dim3 grid(static_cast<unsigned>((g.rows + kCols - 1) / kCols), static_cast<unsigned>(g.max_tiles));
-  grouped_kernel<S, BM, BN, kSwiglu, kAhead><<<grid, kThreads, smem_bytes<BM, BN>(), s>>>(g);
+  grouped_kernel<S, BM, BN, kSwiglu><<<grid, kThreads, smem_bytes<BM, BN>(), s>>>(g);
   check_launch_gemm("grouped gemm");
 }
 
-template <class S, int kAhead>
-void launch_grouped_depth(const GroupedArgs& g, cudaStream_t s) {
-  if (g.table[1]) launch_grouped_tile<S, kGroupedBM, 128, true, kAhead>(g, s);
-  else launch_grouped_tile<S, kGroupedBM, 128, false, kAhead>(g, s);
-}
-
-// kMaxAhead: the deepest GroupedArgs::ahead this family is compiled for (deeper: kMaxAhead).
-template <class S, int kMaxAhead>
+template <class S>
 void launch_grouped_source(const GroupedArgs& g, cudaStream_t s) {
-  if constexpr (kMaxAhead >= 2) {
-    if (g.ahead >= 2) return launch_grouped_depth<S, 2>(g, s);
-  }
-  launch_grouped_depth<S, 1>(g, s);
+  if (g.table[1]) launch_grouped_tile<S, kGroupedBM, 128, true>(g, s);
+  else launch_grouped_tile<S, kGroupedBM, 128, false>(g, s);
 }
 
 // The launch of g.type among Ss; false when none matches.
-template <int kMaxAhead, class... Ss>
+template <class... Ss>
 bool grouped_list(SourceList<Ss...>, const GroupedArgs& g, cudaStream_t s) {
-  return ((Ss::kType == g.type ? (launch_grouped_source<Ss, kMaxAhead>(g, s), true) : false) || ...);
+  return ((Ss::kType == g.type ? (launch_grouped_source<Ss>(g, s), true) : false) || ...);
 }
 
 }  // namespace df::cuda::gemm

@@ -12,6 +12,6 @@ using Sources = SourceList<RawSource<RawIQ4_NL>,
                            RawSource<RawQ2_K>, RawSource<RawQ3_K>>;
 }  // namespace
 
-bool grouped_raw_basic(const GroupedArgs& g, cudaStream_t s) { return grouped_list<1>(Sources{}, g, s); }
+bool grouped_raw_basic(const GroupedArgs& g, cudaStream_t s) { return grouped_list(Sources{}, g, s); }
 
 }  // namespace df::cuda::gemm

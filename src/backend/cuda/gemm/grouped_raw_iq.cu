@@ -12,6 +12,6 @@ using Sources = SourceList<RawSource<RawIQ2_XXS>, RawSource<RawIQ2_XS>, RawSourc
                            RawSource<RawTQ2_0>>;
 }  // namespace
 
-bool grouped_raw_iq(const GroupedArgs& g, cudaStream_t s) { return grouped_list<1>(Sources{}, g, s); }
+bool grouped_raw_iq(const GroupedArgs& g, cudaStream_t s) { return grouped_list(Sources{}, g, s); }
 
 }  // namespace df::cuda::gemm
