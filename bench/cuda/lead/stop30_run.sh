@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Lead's device run, stop 30, in two calls on one warm machine (the model files stay in /tmp and
 # /dev/shm between them):
-#   PART=1: df_cuda_tests on the commit packed; the A/B of --cuda-moe-gemm-ahead 1 / 2 on a
-#     10-layer 35B-A3B shape (pp512: a layer's grouped GEMM is that of 40 layers, and the file
-#     loads in seconds); nsys traces of decode graph replays (every kernel's duration and the gaps
+#   PART=1: df_cuda_tests on the commit packed; pp512 of a 10-layer 35B-A3B shape (a layer's
+#     grouped GEMM is that of 40 layers, and the file loads in seconds; stop 30 ran the A/B of the
+#     since removed --cuda-moe-gemm-ahead 1 / 2 here); nsys traces of decode graph replays (every kernel's duration and the gaps
 #     between kernels: what bounds a decode step) where the machine has nsys; issue 9's figures
 #     (default model, 4B Q4_0 / Q8_0, 27B Q4_0).
 #   PART=tests: df_cuda_tests only.
@@ -45,10 +45,8 @@ if [ "${PART:-1}" = 1 ]; then
   MK=$!
   TESTS_TIMEOUT=${TESTS_TIMEOUT:-250} lead_tests ${TEST_ARGS:-}
   wait $MK; grep make $OUT/make.txt
-  for r in a b; do
-    bench a3b10_pp_ah1_$r $A10 -p 512 -n 4 -r 3 --cuda-moe-gemm-ahead 1
-    bench a3b10_pp_ah2_$r $A10 -p 512 -n 4 -r 3 --cuda-moe-gemm-ahead 2
-  done
+  # (stop 30's run alternated --cuda-moe-gemm-ahead 1 / 2 here: no gain, the flag is removed)
+  bench a3b10_pp $A10 -p 512 -n 4 -r 3
   trace 4b_q4 /tmp/q3_4b_q4.gguf -p 16 -n 24 -r 1
   trace 4b_q4_nopdl /tmp/q3_4b_q4.gguf -p 16 -n 24 -r 1 --no-pdl  # durations without PDL's early starts
   trace default models/default.gguf -p 16 -n 48 -r 1
