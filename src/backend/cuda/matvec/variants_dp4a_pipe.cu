@@ -1,11 +1,12 @@
 // The workbench's pipelined variants of the int8-x kernels (mv_kernel with D > 0,
 // kernels_fast.cuh) at n = 1: code = 5000 + 1000 ST + 100 D + 10 RW + U (ST: x staged by
 // cp.async; D = 0: the unpipelined loop); at n = 4 and 8 (a verify's rows) the few of RowCfgs.
-// A translation unit of its own so that it compiles beside family_dp4a.cu.
+// A translation unit of its own so that it compiles beside the other variants.
 #include "backend/cuda/matvec/dev_dp4a.cuh"
 #include "backend/cuda/matvec/dispatch.cuh"
 #include "backend/cuda/matvec/launch.cuh"
 #include "backend/cuda/matvec/variants.cuh"
+#include "backend/cuda/matvec/variants_rwu.cuh"
 
 #include <type_traits>
 
@@ -84,53 +85,41 @@ bool at_n(NList<Ns...>, int n, Op&& op) {
   return done;
 }
 
-template <class... Fs>
-bool variant_list(Dp4aList<Fs...>, const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s, int n) {
-  const PlanarView v = planar_view(W);
-  MvFuse f;
-  f.pdl = W.pdl;
-  f.l2_bytes = W.l2_prefetch;
-  f.blocks_per_sm = W.blocks_per_sm;
-  auto one = [&]<class F>(F*) {
-    return at_n(RowNs{}, n, [&]<class C, int N>(C c, std::integral_constant<int, N>) {
-      return launch_code<F, N>(c, v, x, y, code, f, s);
-    });
-  };
-  return ((Fs::kType == W.type ? one(static_cast<Fs*>(nullptr)) : false) || ...);
-}
-
-template <class... Fs>
-bool attrs_list(Dp4aList<Fs...>, GgmlType t, int code, cudaFuncAttributes& at, int n) {
-  auto one = [&]<class F>(F*) {
-    return at_n(RowNs{}, n, [&]<class C, int N>(C c, std::integral_constant<int, N>) { return attrs_code<F, N>(c, code, at); });
-  };
-  return ((Fs::kType == t ? one(static_cast<Fs*>(nullptr)) : false) || ...);
-}
-
 template <class F, int... Ns>
 void prepare_ns(NList<Ns...>) {
   prepare_codes<F, 1>(Cfgs{});
   (prepare_codes<F, Ns>(RowCfgs{}), ...);
 }
 
-template <class... Fs>
-void prepare_list(Dp4aList<Fs...>) {
-  (prepare_ns<Fs>(RowNs{}), ...);
-}
-
 }  // namespace
 
-void prepare_dp4a_pipe_variants() { prepare_list(Dp4aFormats{}); }
+void prepare_dp4a_pipe_variants() {
+  variants::for_each(Dp4aFormats{}, []<class F>(F*) { prepare_ns<F>(RowNs{}); });
+}
 
 bool matvec_dp4a_pipe_regs(GgmlType t, int code, int& regs, int& local_bytes, int n) {
   cudaFuncAttributes at{};
-  if (!attrs_list(Dp4aFormats{}, t, code, at, n)) return false;
+  const bool found = variants::for_type(Dp4aFormats{}, t, [&]<class F>(F*) {
+    return at_n(RowNs{}, n, [&]<class C, int N>(C c, std::integral_constant<int, N>) { return attrs_code<F, N>(c, code, at); });
+  });
+  if (!found) return false;
   regs = at.numRegs, local_bytes = static_cast<int>(at.localSizeBytes);
   return true;
 }
 
 bool matvec_dp4a_pipe_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s, int n) {
-  if (!int8_x_supported(W.type, W.cols) || !variant_list(Dp4aFormats{}, W, x, y, code, s, n)) return false;
+  if (!int8_x_supported(W.type, W.cols)) return false;
+  const PlanarView v = planar_view(W);
+  MvFuse f;
+  f.pdl = W.pdl;
+  f.l2_bytes = W.l2_prefetch;
+  f.blocks_per_sm = W.blocks_per_sm;
+  const bool found = variants::for_type(Dp4aFormats{}, W.type, [&]<class F>(F*) {
+    return at_n(RowNs{}, n, [&]<class C, int N>(C c, std::integral_constant<int, N>) {
+      return launch_code<F, N>(c, v, x, y, code, f, s);
+    });
+  });
+  if (!found) return false;
   check_launch("matvec pipelined variant");
   return true;
 }
