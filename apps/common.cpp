@@ -57,8 +57,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->check(CLI::IsMember({"off", "auto", "on"}));
   app.add_flag("--no-fuse", f.no_fuse, "run fused GPU ops (norm + matvec, q/k norm + RoPE, ...) as separate kernels");
   app.add_flag("--mv-exact", f.mv_exact,
-               "GPU decode matvecs multiply f32 activations for every weight format (default: Q8_0, Q4_0, Q4_K, "
-               "Q6_K and IQ4_XS round them to int8 blocks of 32 for integer dots, as llama.cpp does)");
+               "GPU decode matvecs multiply f32 activations for every weight format (default: the quantized formats "
+               "but Q4_1 round them to int8 blocks of 32, as the CPU engine rounds each format's activations, for "
+               "integer dots, as llama.cpp does; the float formats and Q4_1 keep f32)");
   app.add_flag("--no-pdl", f.no_pdl,
                "GPU kernels without programmatic dependent launch (default: each may start, loading its weights, "
                "while the previous kernel finishes)");

@@ -25,13 +25,19 @@ namespace {
 
 using optest::randn;
 
-// The int8-x (dp4a) family of matvec/ (family_dp4a.cu Dp4aFormats); CudaOps.PipeTestsCoverTheInt8XFamily
-// keeps this list equal to it.
-constexpr GgmlType kInt8X[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1,
-                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
+// The int8-x (dp4a) formats of matvec/ (family_dp4a.cu Dp4aFormats over the planar layout, then
+// family_i8_*.cu's over raw blocks); CudaOps.PipeTestsCoverTheInt8XFamily keeps this list equal to
+// int8_x_supported.
+constexpr GgmlType kInt8X[] = {GgmlType::Q8_0,   GgmlType::Q4_0,   GgmlType::Q5_0,    GgmlType::Q5_1,  GgmlType::Q4_K,
+                               GgmlType::Q5_K,   GgmlType::Q6_K,   GgmlType::IQ4_XS,  GgmlType::Q2_K,  GgmlType::Q3_K,
+                               GgmlType::IQ4_NL, GgmlType::MXFP4,  GgmlType::NVFP4,   GgmlType::Q1_0,  GgmlType::Q2_0,
+                               GgmlType::TQ2_0,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS,
+                               GgmlType::IQ3_S,  GgmlType::IQ1_S,  GgmlType::IQ1_M};
 
-// Elements of one 16-byte part (a lane's unit; kPartElems of dev_fast.cuh).
-int64_t part_elems(GgmlType t) { return t == GgmlType::Q8_0 ? 16 : t == GgmlType::Q6_K ? 64 : 32; }
+// Elements of one part (a lane's unit; kPartElems of dev_fast.cuh and dev_i8_*.cuh).
+int64_t part_elems(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::NVFP4 ? 16 : t == GgmlType::Q6_K ? 64 : 32;
+}
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return !a.empty() && a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -41,10 +47,12 @@ std::vector<float> rows_of(const std::vector<float>& v, int64_t cols, int64_t r,
   return std::vector<float>(v.begin() + r * cols, v.begin() + (r + n) * cols);
 }
 
-// rows x cols weights of type t: the reference quantiser's blocks of N(0, 0.1) values, or (IQ4_XS,
-// which has none) random blocks with finite scales (every quant pattern).
+// rows x cols weights of type t: the reference quantiser's blocks of N(0, 0.1) values, or (the IQ
+// formats, which have none) random blocks with finite scales (every quant pattern).
 std::vector<uint8_t> weights(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
-  if (t == GgmlType::IQ4_XS) return cudamv::testing::random_blocks(t, cols, rows, seed);
+  bool quantizable = false;
+  quant::visit_format(quant::WeightFormats{}, t, [&]<class F>(F) { quantizable = quant::QuantizableFormat<F>; });
+  if (!quantizable) return cudamv::testing::random_blocks(t, cols, rows, seed);
   const size_t rb = row_bytes(t, cols);
   std::vector<uint8_t> q(rb * static_cast<size_t>(rows));
   const auto f = randn(static_cast<size_t>(rows * cols), seed, 0.1f);

@@ -18,6 +18,12 @@ enum class Mv { kNoType, kDone, kNoFuse };
 
 Mv matvec_raw_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
 Mv matvec_raw_iq(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
+// The int8-x kernels over raw blocks (family_i8_basic.cu, family_i8_iq.cu): whether a type has
+// one, and its launcher (kNoType when not).
+bool i8_basic_has(GgmlType t);
+bool i8_iq_has(GgmlType t);
+Mv matvec_i8_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
+Mv matvec_i8_iq(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
 bool get_rows_raw_basic(GgmlType t, const PlanarView& v, const int32_t* ids, int n, float* out, cudaStream_t s);
 bool get_rows_raw_iq(GgmlType t, const PlanarView& v, const int32_t* ids, int n, float* out, cudaStream_t s);
 
@@ -26,7 +32,12 @@ void prepare_raw_basic();
 void prepare_raw_iq();
 void prepare_fast();
 void prepare_dp4a();
+void prepare_i8_basic();
+void prepare_i8_iq();
 
+
+// The IQ tables (DevTables) filled on the host, as Context uploads them.
+void fill_tables(DevTables& h);
 
 void check_launch(const char* what);  // throws df::Error on a launch error
 

@@ -73,7 +73,10 @@ bool has_type(Dp4aList<Fs...>, GgmlType t) {
 
 }  // namespace
 
-bool int8_x_supported(GgmlType type, int64_t cols) { return has_type(Dp4aFormats{}, type) && int8x_fits(cols); }
+// The planar formats of Dp4aFormats and the raw-block ones of family_i8_*.cu.
+bool int8_x_supported(GgmlType type, int64_t cols) {
+  return (has_type(Dp4aFormats{}, type) || i8_basic_has(type) || i8_iq_has(type)) && int8x_fits(cols);
+}
 
 Mv matvec_dp4a(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f) {
   const Mv r = matvec_list(Dp4aFormats{}, W, x, y, n, s, f);

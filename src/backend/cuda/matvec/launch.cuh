@@ -167,13 +167,21 @@ constexpr int sw_d() {
 // of 512 columns: 16 parts of Q4_K, one load per lane and round trip); pipelined, the loads of
 // the block's next groups are in flight together. Formats of one 16-byte word a part take depth
 // 4, the others (Q6_K) 2: the ring's registers without spills.
+// The deepest short pipe of an adapter: kShortMax where it says (the raw-block int8-x formats:
+// by the registers of a part), else 4 for one word a part, 2 for more.
+template <class A>
+constexpr int short_max_of() {
+  if constexpr (requires { A::kShortMax; }) return A::kShortMax;
+  else return A::kLoads == 1 ? 4 : 2;
+}
+
 template <class A, int N>
 int short_depth(const PlanarView& v, const MvFuse& f) {
   if constexpr (N != 1 || !A::kInt8X) {
     return 0;
   } else {
     const int d = f.ids ? f.routed_pipe : (v.cols / A::kPartElems <= 64 ? f.short_pipe : 0);
-    return d <= 0 ? 0 : d >= 4 && A::kLoads == 1 ? 4 : 2;
+    return d <= 0 ? 0 : d >= 4 && short_max_of<A>() >= 4 ? 4 : 2;
   }
 }
 
@@ -186,7 +194,7 @@ bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse
       if (!can_fuse<A, N, 2>(v, f, smem_x)) return false;
       MvFuse g = f;
       g.stage_x = false;
-      if constexpr (A::kLoads == 1) {
+      if constexpr (short_max_of<A>() >= 4) {
         if (d == 4) {
           launch_mv<A, N, 2, 1, 4>(v, x, y, s, smem_x, g);
           return true;
@@ -237,7 +245,7 @@ void prepare_mv_n() {
   prepare_mv<A, N, DefaultConfig<A, N>::kRW, DefaultConfig<A, N>::kU>();
   if constexpr (N == 1 && A::kInt8X) {  // short rows (short_depth)
     prepare_mv<A, N, 2, 1, 2>();
-    if constexpr (A::kLoads == 1) prepare_mv<A, N, 2, 1, 4>();
+    if constexpr (short_max_of<A>() >= 4) prepare_mv<A, N, 2, 1, 4>();
   }
   if constexpr (pipe_on<P<A, N>>()) {
     using C = P<A, N>;

@@ -24,9 +24,7 @@ void check(cudaError_t e, const char* what) {
 
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
-Context::Context(bool int8_x, bool pdl, bool pipe, bool pipe_rows)
-    : int8_x_(int8_x), pdl_(pdl), pipe_(pipe), pipe_rows_(pipe_rows) {
-  DevTables h;
+void fill_tables(DevTables& h) {
   std::memcpy(h.iq2xxs, quant::kIq2xxsGrid, sizeof h.iq2xxs);
   std::memcpy(h.iq2xs, quant::kIq2xsGrid, sizeof h.iq2xs);
   std::memcpy(h.iq2s, quant::kIq2sGrid, sizeof h.iq2s);
@@ -35,6 +33,12 @@ Context::Context(bool int8_x, bool pdl, bool pipe, bool pipe_rows)
   std::memcpy(h.iq3s, quant::kIq3sGrid, sizeof h.iq3s);
   std::memcpy(h.signs, quant::kIq2xsSigns, sizeof h.signs);
   std::memcpy(h.iq4nl, quant::kIq4nlValues, sizeof h.iq4nl);
+}
+
+Context::Context(bool int8_x, bool pdl, bool pipe, bool pipe_rows)
+    : int8_x_(int8_x), pdl_(pdl), pipe_(pipe), pipe_rows_(pipe_rows) {
+  DevTables h;
+  fill_tables(h);
   check(cudaMalloc(&tables_, sizeof h), "allocating the IQ tables");
   const cudaError_t e = cudaMemcpy(tables_, &h, sizeof h, cudaMemcpyHostToDevice);
   if (e != cudaSuccess) {
@@ -46,6 +50,8 @@ Context::Context(bool int8_x, bool pdl, bool pipe, bool pipe_rows)
   prepare_dp4a();
   prepare_raw_basic();
   prepare_raw_iq();
+  prepare_i8_basic();
+  prepare_i8_iq();
   check(cudaGetLastError(), "setting kernel attributes");
 }
 
@@ -186,7 +192,11 @@ bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const 
   Mv r = matvec_fast(W, x, y, n, stream, f);
   if (r == Mv::kNoType) {
     const PlanarView v = planar_view(W);
-    r = matvec_raw_basic(W.type, v, x, y, n, stream, f);
+    if (W.int8_x) {  // the int8-x kernels over raw blocks
+      r = matvec_i8_basic(W.type, v, x, y, n, stream, f);
+      if (r == Mv::kNoType) r = matvec_i8_iq(W.type, v, x, y, n, stream, f);
+    }
+    if (r == Mv::kNoType) r = matvec_raw_basic(W.type, v, x, y, n, stream, f);
     if (r == Mv::kNoType) r = matvec_raw_iq(W.type, v, x, y, n, stream, f);
   }
   if (r == Mv::kNoType) quant::throw_unsupported_type(W.type);

@@ -16,6 +16,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace df::cudamv {
 
@@ -27,13 +28,21 @@ struct XQ {
   const uint8_t* q;
   const uint8_t* m;
   int rb, plane;
-  __device__ int4 word(int j, int w) const { return *reinterpret_cast<const int4*>(q + j * rb + w * plane); }
-  __device__ int2 meta(int j, int k) const { return *reinterpret_cast<const int2*>(m + j * rb + 8 * k); }
+  __host__ __device__ int4 word(int j, int w) const { return *reinterpret_cast<const int4*>(q + j * rb + w * plane); }
+  __host__ __device__ int2 meta(int j, int k) const { return *reinterpret_cast<const int2*>(m + j * rb + 8 * k); }
 };
-__device__ __forceinline__ float xq_d(int2 m) { return __int_as_float(m.x); }
-__device__ __forceinline__ int xq_s0(int2 m) { return (m.y << 16) >> 16; }  // sum of q, elements 0..15
-__device__ __forceinline__ int xq_s1(int2 m) { return m.y >> 16; }          // elements 16..31
-__device__ __forceinline__ int xq_s(int2 m) { return xq_s0(m) + xq_s1(m); }  // the block's 32
+__host__ __device__ __forceinline__ float xq_d(int2 m) {
+#ifdef __CUDA_ARCH__
+  return __int_as_float(m.x);
+#else
+  float f;
+  std::memcpy(&f, &m.x, 4);
+  return f;
+#endif
+}
+__host__ __device__ __forceinline__ int xq_s0(int2 m) { return (m.y << 16) >> 16; }  // sum of q, elements 0..15
+__host__ __device__ __forceinline__ int xq_s1(int2 m) { return m.y >> 16; }          // elements 16..31
+__host__ __device__ __forceinline__ int xq_s(int2 m) { return xq_s0(m) + xq_s1(m); }  // the block's 32
 
 // Rounds x rows 0..n-1 (src(j, c): float4 of row j at element c, c % 4 == 0) into xq (the
 // layout above, part size P; kQ8K: Q8_K rounding, else Q8_0). Every thread of the block
