@@ -40,6 +40,14 @@ struct DeviceBuffer {
 
 class MatvecCuda : public ::testing::TestWithParam<GgmlType> {};
 
+
+// The pipe tests' formats: the planar int8-x ones (family_dp4a.cu), and of the raw-block ones
+// (family_i8.cuh: no pipelined configuration, so these check the loop and its short pipe)
+// parts of 16 elements (NVFP4), of 4, 12 and 20 bytes (Q1_0, IQ2_XXS, IQ3_S) and of 80 (Q3_K).
+constexpr GgmlType kPipeTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0,  GgmlType::Q5_0,    GgmlType::Q5_1,  GgmlType::Q4_K,
+                                   GgmlType::Q5_K, GgmlType::Q6_K,  GgmlType::IQ4_XS,  GgmlType::NVFP4, GgmlType::Q1_0,
+                                   GgmlType::IQ2_XXS, GgmlType::IQ3_S, GgmlType::Q3_K};
+
 void check_type(GgmlType t, int64_t rows, int64_t cols, uint64_t seed, bool int8_x) {
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
                (int8_x ? " int8 x" : " f32 x"));
@@ -128,8 +136,7 @@ TEST(MatvecCudaPipe, PipelinedGivesTheUnpipelinedBits) {
       if (!std::isfinite(f)) return false;
     return true;
   };
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+  for (GgmlType t : kPipeTypes) {
     const int64_t shapes[][2] = {{67, 768}, {5, 2560}, {9000, 512}, {300, 8192}, {4500, 2560}};
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
@@ -232,9 +239,11 @@ TEST(MatvecCudaPipe, RowsOfEveryCountGiveTheRowAloneBits) {
       for (bool rows_pipe : {true, false}) {
         const auto got = run(L, dx.p, n, rows_pipe);
         // Not in one launch: the SwiGLU pair of the unpipelined loop above two rows (one row per
-        // warp), and Q4_K's / Q5_K's above four (their registers; family_dp4a.cu Dp4aPipe).
-        const bool may_not_fuse =
-            L.fu && L.fu->swiglu && n > 2 && (!rows_pipe || ((t == GgmlType::Q4_K || t == GgmlType::Q5_K) && n > 4));
+        // warp), and Q4_K's / Q5_K's above four (their registers; family_dp4a.cu Dp4aPipe). The
+        // raw-block formats (family_i8.cuh) have no pipelined configuration: always the loop.
+        const bool raw = L.W[0]->m_row_bytes == 0;  // raw blocks: no meta plane
+        const bool may_not_fuse = L.fu && L.fu->swiglu && n > 2 &&
+                                  (!rows_pipe || raw || ((t == GgmlType::Q4_K || t == GgmlType::Q5_K) && n > 4));
         if (got.empty()) {
           ASSERT_TRUE(may_not_fuse) << "n = " << n << ": the fused launch did not run";
           continue;
@@ -246,8 +255,7 @@ TEST(MatvecCudaPipe, RowsOfEveryCountGiveTheRowAloneBits) {
         }
       }
   };
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+  for (GgmlType t : kPipeTypes) {
     const int64_t shapes[][2] = {{67, 768}, {9000, 512}, {300, 8192}, {4500, 2560}};
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];

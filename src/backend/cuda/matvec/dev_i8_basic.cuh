@@ -23,6 +23,17 @@ __host__ __device__ __forceinline__ void add(float& acc, float a, const XQ& xa, 
   acc = fmaf(a * xq_d(xa.meta(j, 0)), fi(v), acc);
 }
 
+// acc[j] += a * d_x * (k0 * sum over elements 0..15 + k1 * over 16..31) of the values v with x row j.
+template <int N>
+__host__ __device__ __forceinline__ void add_halves(const uint32_t (&v)[8], const XQ& xa, float a, int k0, int k1,
+                                                    float (&acc)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const Sums2 s = dot32(v, xa, j);
+    add(acc[j], a, xa, j, k0 * s.lo + k1 * s.hi);
+  }
+}
+
 struct Q2_K {  // scales[16] qs[64] d dmin; part p: 2-bit plane p % 4 of qs[32 (p / 4) ..]
   static constexpr GgmlType kType = GgmlType::Q2_K;
   static constexpr int kBlockElems = 256, kBlockBytes = 84, kParts = 8, kPartElems = 32;
@@ -111,31 +122,6 @@ __host__ __device__ __forceinline__ void nib_values(const uint32_t (&q)[4], uint
   for (int m = 0; m < 4; ++m) lut16(q[m], T0, T1, T2, T3, v[m], v[4 + m]);
 }
 
-struct IQ4_NL {  // d qs[16]
-  static constexpr GgmlType kType = GgmlType::IQ4_NL;
-  static constexpr int kBlockElems = 32, kBlockBytes = 18, kParts = 1, kPartElems = 32;
-  static constexpr bool kQ8K = false;
-  struct Part {
-    uint32_t q[4];
-    uint16_t d;
-  };
-  __host__ __device__ static void load(const uint8_t* b, int, Part& r) {
-    ldw(b + 2, r.q);
-    r.d = ld16(b);
-  }
-  template <int N>
-  __host__ __device__ static void dot(const Part& r, const DevTables*, const XQ& xa, float (&acc)[N]) {
-    uint32_t v[8];
-    nib_values<kNl0, kNl1, kNl2, kNl3>(r.q, v);
-    const float d = f16(r.d);
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const Sums2 s = dot32(v, xa, j);
-      add(acc[j], d, xa, j, s.lo + s.hi);
-    }
-  }
-};
-
 // E8M0 scale halved (ggml_scalar.h e8m0_to_fp32_half).
 __host__ __device__ __forceinline__ float e8m0_half_hd(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
@@ -154,30 +140,31 @@ __host__ __device__ __forceinline__ float ue4m3_half_hd(uint8_t x) {
   return f;
 }
 
-struct Mxfp4 {  // e qs[16]
-  static constexpr GgmlType kType = GgmlType::MXFP4;
-  static constexpr int kBlockElems = 32, kBlockBytes = 17, kParts = 1, kPartElems = 32;
+// 32-element blocks of a scale then 16 nibble bytes through a value table: IQ4_NL (fp16 d, the
+// kvalues_iq4nl), MXFP4 (E8M0 e, halved, the kvalues_fp4).
+template <GgmlType T, int kScaleBytes, uint32_t T0, uint32_t T1, uint32_t T2, uint32_t T3>
+struct NibTable {
+  static constexpr GgmlType kType = T;
+  static constexpr int kBlockElems = 32, kBlockBytes = kScaleBytes + 16, kParts = 1, kPartElems = 32;
   static constexpr bool kQ8K = false;
   struct Part {
     uint32_t q[4];
-    uint8_t e;
+    uint16_t sc;
   };
   __host__ __device__ static void load(const uint8_t* b, int, Part& r) {
-    ldw(b + 1, r.q);
-    r.e = b[0];
+    ldw(b + kScaleBytes, r.q);
+    r.sc = kScaleBytes == 2 ? ld16(b) : b[0];
   }
   template <int N>
   __host__ __device__ static void dot(const Part& r, const DevTables*, const XQ& xa, float (&acc)[N]) {
     uint32_t v[8];
-    nib_values<kFp0, kFp1, kFp2, kFp3>(r.q, v);
-    const float d = e8m0_half_hd(r.e);
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const Sums2 s = dot32(v, xa, j);
-      add(acc[j], d, xa, j, s.lo + s.hi);
-    }
+    nib_values<T0, T1, T2, T3>(r.q, v);
+    const float d = kScaleBytes == 2 ? f16(r.sc) : e8m0_half_hd(static_cast<uint8_t>(r.sc));
+    add_halves<N>(v, xa, d, 1, 1, acc);
   }
 };
+using IQ4_NL = NibTable<GgmlType::IQ4_NL, 2, kNl0, kNl1, kNl2, kNl3>;
+using Mxfp4 = NibTable<GgmlType::MXFP4, 1, kFp0, kFp1, kFp2, kFp3>;
 
 struct Nvfp4 {  // scales[4] qs[32]; part s = 16 elements: scale s, bytes 8 s .. (element k low, k + 8 high)
   static constexpr GgmlType kType = GgmlType::NVFP4;

@@ -13,6 +13,13 @@ __host__ __device__ __forceinline__ uint32_t lo32(uint64_t g) { return static_ca
 __host__ __device__ __forceinline__ uint32_t hi32(uint64_t g) { return static_cast<uint32_t>(g >> 32); }
 __host__ __device__ __forceinline__ uint32_t byte_at(uint32_t w, int k) { return (w >> (8 * k)) & 0xffu; }
 
+// Value words 2 l, 2 l + 1 (elements 8 l .. 8 l + 7): the grid magnitudes g (bytes 0..7) with the
+// sign bits sg (bit j: element 8 l + j negative).
+__host__ __device__ __forceinline__ void signed8(uint64_t g, uint32_t sg, uint32_t (&v)[8], int l) {
+  v[2 * l] = signed4(lo32(g), mask4(sg));
+  v[2 * l + 1] = signed4(hi32(g), mask4(sg >> 4));
+}
+
 struct IQ2_XXS {  // d qs[u16 x 32]: per part 4 grid bytes, then 4 x 7 sign bits and the 4-bit scale
   static constexpr GgmlType kType = GgmlType::IQ2_XXS;
   static constexpr int kBlockElems = 256, kBlockBytes = 66, kParts = 8, kPartElems = 32;
@@ -30,18 +37,10 @@ struct IQ2_XXS {  // d qs[u16 x 32]: per part 4 grid bytes, then 4 x 7 sign bits
     uint32_t v[8];
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
-      const uint64_t g = T->iq2xxs[byte_at(r.a[0], l)];
-      const uint32_t sg = T->signs[(r.a[1] >> (7 * l)) & 127];
-      v[2 * l] = signed4(lo32(g), mask4(sg));
-      v[2 * l + 1] = signed4(hi32(g), mask4(sg >> 4));
+      signed8(T->iq2xxs[byte_at(r.a[0], l)], T->signs[(r.a[1] >> (7 * l)) & 127], v, l);
     }
-    const float d = f16(r.d) * 0.125f;
     const int ls = 2 * static_cast<int>(r.a[1] >> 28) + 1;
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const Sums2 s = dot32(v, xa, j);
-      add(acc[j], d, xa, j, ls * (s.lo + s.hi));
-    }
+    add_halves<N>(v, xa, f16(r.d) * 0.125f, ls, ls, acc);
   }
 };
 
@@ -65,18 +64,9 @@ struct IQ2_XS {  // d qs[u16 x 32] scales[8]: per 8 elements 9 grid bits and 7 s
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
       const uint32_t q = (r.a[l / 2] >> (16 * (l % 2))) & 0xffffu;
-      const uint64_t g = T->iq2xs[q & 511];
-      const uint32_t sg = T->signs[q >> 9];
-      v[2 * l] = signed4(lo32(g), mask4(sg));
-      v[2 * l + 1] = signed4(hi32(g), mask4(sg >> 4));
+      signed8(T->iq2xs[q & 511], T->signs[q >> 9], v, l);
     }
-    const float d = f16(r.d) * 0.125f;
-    const int ls0 = 2 * (r.sc & 0xf) + 1, ls1 = 2 * (r.sc >> 4) + 1;
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const Sums2 s = dot32(v, xa, j);
-      add(acc[j], d, xa, j, ls0 * s.lo + ls1 * s.hi);
-    }
+    add_halves<N>(v, xa, f16(r.d) * 0.125f, 2 * (r.sc & 0xf) + 1, 2 * (r.sc >> 4) + 1, acc);
   }
 };
 
@@ -101,18 +91,10 @@ struct IQ2_S {  // d qs[64] (32 grid bytes, 32 sign bytes) qh[8] scales[8]
     uint32_t v[8];
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
-      const uint64_t g = T->iq2s[byte_at(r.qs, l) | ((static_cast<uint32_t>(r.qh) << (8 - 2 * l)) & 0x300u)];
-      const uint32_t sg = byte_at(r.sg, l);
-      v[2 * l] = signed4(lo32(g), mask4(sg));
-      v[2 * l + 1] = signed4(hi32(g), mask4(sg >> 4));
+      const uint32_t i = byte_at(r.qs, l) | ((static_cast<uint32_t>(r.qh) << (8 - 2 * l)) & 0x300u);
+      signed8(T->iq2s[i], byte_at(r.sg, l), v, l);
     }
-    const float d = f16(r.d) * 0.125f;
-    const int ls0 = 2 * (r.sc & 0xf) + 1, ls1 = 2 * (r.sc >> 4) + 1;
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const Sums2 s = dot32(v, xa, j);
-      add(acc[j], d, xa, j, ls0 * s.lo + ls1 * s.hi);
-    }
+    add_halves<N>(v, xa, f16(r.d) * 0.125f, 2 * (r.sc & 0xf) + 1, 2 * (r.sc >> 4) + 1, acc);
   }
 };
 
@@ -134,17 +116,12 @@ struct IQ3_XXS {  // d qs[64] (grid bytes) aux[u32 x 8] (4 x 7 sign bits, the 4-
     uint32_t v[8];
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
-      const uint32_t sg = T->signs[(r.aux >> (7 * l)) & 127];
-      v[2 * l] = signed4(T->iq3xxs[byte_at(r.q[l / 2], 2 * (l % 2))], mask4(sg));
-      v[2 * l + 1] = signed4(T->iq3xxs[byte_at(r.q[l / 2], 2 * (l % 2) + 1)], mask4(sg >> 4));
+      const uint64_t g = T->iq3xxs[byte_at(r.q[l / 2], 2 * (l % 2))] |
+                         (uint64_t{T->iq3xxs[byte_at(r.q[l / 2], 2 * (l % 2) + 1)]} << 32);
+      signed8(g, T->signs[(r.aux >> (7 * l)) & 127], v, l);
     }
-    const float d = f16(r.d) * 0.25f;
     const int ls = 2 * static_cast<int>(r.aux >> 28) + 1;
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const Sums2 s = dot32(v, xa, j);
-      add(acc[j], d, xa, j, ls * (s.lo + s.hi));
-    }
+    add_halves<N>(v, xa, f16(r.d) * 0.25f, ls, ls, acc);
   }
 };
 
@@ -171,19 +148,12 @@ struct IQ3_S {  // d qs[64] qh[8] signs[32] scales[4]
     const uint32_t qh = r.qh;
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
-      const uint32_t sg = byte_at(r.sg, l);
       const uint32_t i1 = byte_at(r.q[l / 2], 2 * (l % 2)) | ((qh << (8 - 2 * l)) & 256u);
       const uint32_t i2 = byte_at(r.q[l / 2], 2 * (l % 2) + 1) | ((qh << (7 - 2 * l)) & 256u);
-      v[2 * l] = signed4(T->iq3s[i1], mask4(sg));
-      v[2 * l + 1] = signed4(T->iq3s[i2], mask4(sg >> 4));
+      signed8(T->iq3s[i1] | (uint64_t{T->iq3s[i2]} << 32), byte_at(r.sg, l), v, l);
     }
-    const float d = f16(r.d);
     const int ls = 2 * ((r.sc >> (4 * (r.ib % 2))) & 0xf) + 1;
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const Sums2 s = dot32(v, xa, j);
-      add(acc[j], d, xa, j, ls * (s.lo + s.hi));
-    }
+    add_halves<N>(v, xa, f16(r.d), ls, ls, acc);
   }
 };
 
