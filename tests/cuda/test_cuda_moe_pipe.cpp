@@ -32,7 +32,7 @@ constexpr GgmlType kInt8X[] = {GgmlType::Q8_0,   GgmlType::Q4_0,   GgmlType::Q5_
                                GgmlType::Q5_K,   GgmlType::Q6_K,   GgmlType::IQ4_XS,  GgmlType::Q2_K,  GgmlType::Q3_K,
                                GgmlType::IQ4_NL, GgmlType::MXFP4,  GgmlType::NVFP4,   GgmlType::Q1_0,  GgmlType::Q2_0,
                                GgmlType::TQ2_0,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS,
-                               GgmlType::IQ3_S,  GgmlType::IQ1_S,  GgmlType::IQ1_M};
+                               GgmlType::IQ3_S,  GgmlType::IQ1_S,  GgmlType::IQ1_M,  GgmlType::TQ1_0};
 
 // Elements of one part (a lane's unit; kPartElems of dev_fast.cuh and dev_i8_*.cuh).
 int64_t part_elems(GgmlType t) {

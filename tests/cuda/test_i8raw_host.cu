@@ -89,6 +89,7 @@ TEST(MatvecI8Host, PartDotsMatchTheCpuDequantization) {
   check_format<i8::Q1_0>(6);
   check_format<i8::Q2_0>(7);
   check_format<i8::TQ2_0>(8);
+  check_format<i8::TQ1_0>(16);
   check_format<i8::IQ2_XXS>(9);
   check_format<i8::IQ2_XS>(10);
   check_format<i8::IQ2_S>(11);

@@ -1,6 +1,6 @@
 // int8-x dots over raw ggml blocks (the GGUF bytes, rows padded to 16 bytes): Q2_K, Q3_K,
-// IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0, TQ2_0. x is rounded to int8 as the CPU engine rounds the
-// activations of the format's dot (xq.cuh: Q8_K for Q2_K, Q3_K, TQ2_0; Q8_0 for the others),
+// IQ4_NL, MXFP4, NVFP4, Q1_0, Q2_0, TQ2_0, TQ1_0. x is rounded to int8 as the CPU engine rounds the
+// activations of the format's dot (xq.cuh: Q8_K for Q2_K, Q3_K, TQ2_0, TQ1_0; Q8_0 for the others),
 // the weights' quants unpacked into int8 words (4 consecutive elements a word) and multiplied
 // by __dp4a; per part and x row, the integer sums take the scales in one or two float FMAs.
 // A part's result is exact integer arithmetic and a fixed float order: the same for every N.
@@ -271,6 +271,50 @@ struct TQ2_0 {  // qs[64] d: part p = 2-bit plane p % 4 of qs[32 (p / 4) ..], va
     uint32_t v[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = (r.q[k] >> sh) & 0x03030303u;
+    const float d = f16(r.d);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const Sums2 s = dot32(v, xa, j);
+      add(acc[j], d, xa, j, s.lo + s.hi - xq_s(xa.meta(j, 0)));
+    }
+  }
+};
+
+// Trits n (0..4, per byte: (byte * 3^n mod 256) * 3 / 256) of the 4 bytes of w, as bytes 0..2:
+// the even and odd bytes in 16-bit lanes (byte * 81 < 2^16), so no product crosses a byte lane.
+__host__ __device__ __forceinline__ uint32_t trits4(uint32_t w, uint32_t pow3) {
+  const uint32_t e = ((w & 0x00ff00ffu) * pow3) & 0x00ff00ffu, o = (((w >> 8) & 0x00ff00ffu) * pow3) & 0x00ff00ffu;
+  return (((e * 3u) >> 8) & 0x00030003u) | ((((o * 3u) >> 8) & 0x00030003u) << 8);
+}
+
+struct TQ1_0 {  // qs[48] qh[4] d: 5 trits a byte of qs, 4 of qh; value trit - 1
+  static constexpr GgmlType kType = GgmlType::TQ1_0;
+  static constexpr int kBlockElems = 256, kBlockBytes = 54, kParts = 8, kPartElems = 32;
+  static constexpr bool kQ8K = true;
+  struct Part {
+    uint32_t w[13];  // qs[0..47], qh
+    uint16_t d;
+    uint8_t p;
+  };
+  __host__ __device__ static void load(const uint8_t* b, int p, Part& r) {
+    ldw(b, r.w);
+    r.d = ld16(b + 52);
+    r.p = static_cast<uint8_t>(p);
+  }
+  // Word k of part p (elements 4 k .. 4 k + 3; the order of src/quant's tq1_0_values): parts
+  // 0..4 trit p of qs[4 k ..]; parts 5, 6 trit 2 (p - 5) (k < 4) or + 1 of qs[32 + 4 (k % 4) ..];
+  // part 7 trit 4 of qs[32 + 4 k ..] (k < 4), then trit k - 4 of qh.
+  template <int N>
+  __host__ __device__ static void dot(const Part& r, const DevTables*, const XQ& xa, float (&acc)[N]) {
+    constexpr uint64_t kPow3 = 0x00000051'1b090301ull;  // 3^n in byte n
+    const int p = r.p;
+    uint32_t v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t src = p < 5 ? r.w[k] : k < 4 ? r.w[8 + k] : p == 7 ? r.w[12] : r.w[4 + k];
+      const int n = p < 5 ? p : p < 7 ? 2 * (p - 5) + (k >= 4) : k < 4 ? 4 : k - 4;
+      v[k] = trits4(src, static_cast<uint32_t>((kPow3 >> (8 * n)) & 0xff));
+    }
     const float d = f16(r.d);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
