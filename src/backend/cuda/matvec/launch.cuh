@@ -159,14 +159,6 @@ constexpr int sw_d() {
   else return C::kD;
 }
 
-// Launches with the fusions of f; false (nothing launched) when this n cannot fuse them.
-// x in shared memory: the formats that read it there, and the global-x (float) formats with a
-// norm prologue when f.float_norm (x read from either place gives the same bits).
-// Short rows at n = 1 (MvFuse::routed_pipe, short_pipe): the depth of the pipelined loop, or 0.
-// Rows of at most 64 parts leave most lanes of the default loop's U parts idle (a routed down
-// of 512 columns: 16 parts of Q4_K, one load per lane and round trip); pipelined, the loads of
-// the block's next groups are in flight together. Formats of one 16-byte word a part take depth
-// 4, the others (Q6_K) 2: the ring's registers without spills.
 // The deepest short pipe of an adapter: kShortMax where it says (the raw-block int8-x formats:
 // by the registers of a part), else 4 for one word a part, 2 for more.
 template <class A>
@@ -175,6 +167,12 @@ constexpr int short_max_of() {
   else return A::kLoads == 1 ? 4 : 2;
 }
 
+// Short rows at n = 1 (MvFuse::routed_pipe, short_pipe): the depth of the pipelined loop, or 0.
+// Rows of at most 64 parts leave most lanes of the default loop's U parts idle (a routed down
+// of 512 columns: 16 parts of Q4_K, one load per lane and round trip); pipelined, the loads of
+// the block's next groups are in flight together. Formats of one 16-byte word a part take depth
+// 4, the others (Q6_K) 2, the raw-block int8-x formats by short_max_of: the ring's registers
+// without spills.
 template <class A, int N>
 int short_depth(const PlanarView& v, const MvFuse& f) {
   if constexpr (N != 1 || !A::kInt8X) {
@@ -185,6 +183,9 @@ int short_depth(const PlanarView& v, const MvFuse& f) {
   }
 }
 
+// Launches with the fusions of f; false (nothing launched) when this n cannot fuse them.
+// x in shared memory: the formats that read it there, and the global-x (float) formats with a
+// norm prologue when f.float_norm (x read from either place gives the same bits).
 template <class A, int N, template <class, int> class P = NoPipe>
 bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse& f, cudaStream_t s) {
   constexpr int RW = DefaultConfig<A, N>::kRW, U = DefaultConfig<A, N>::kU;
