@@ -133,8 +133,12 @@ uint32_t file_type(GgmlType t) {
     case GgmlType::Q5_K: return 16;
     case GgmlType::Q6_K: return 18;
     case GgmlType::BF16: return 32;
+    case GgmlType::TQ1_0: return 36;
+    case GgmlType::TQ2_0: return 37;
     case GgmlType::MXFP4: return 38;
     case GgmlType::NVFP4: return 39;
+    case GgmlType::Q1_0: return 40;
+    case GgmlType::Q2_0: return 41;
     default: throw Error("no file type for " + std::string(type_name(t)));
   }
 }
