@@ -9,6 +9,8 @@
 #     2560x9728,5120x17408,248320x5120, of which the workbench runs only the head for these
 #     formats); its own carry (the 64 MiB limit):
 #     bench/cuda/pack.sh .devcarry/lf31b build/bench/cuda/bench_matvec_cuda
+#     (34-41 MB: with the ~28 MB tree over the limit unless models/default.gguf is moved out of
+#     the checkout for the call; the workbench does not read it)
 #   PART=tests: df_cuda_tests only (the final commit's check).
 #   bench/cuda/pack.sh .devcarry/lf31 build/tests/df_cuda_tests build/diskformer build/df_make_model
 #   PART=1 CARRY=.devcarry/lf31 BUDGET=480 bash bench/cuda/lead/stop31_run.sh
