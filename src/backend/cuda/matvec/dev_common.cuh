@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace df::cudamv {
 
@@ -29,27 +30,47 @@ struct PlanarView {
   const DevTables* tables;
 };
 
-__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+// __host__ __device__: the int8-x part dots (dev_i8_*.cuh) also run on the CPU in a test.
+__host__ __device__ __forceinline__ float bits_f32(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+__host__ __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(uint32_t{h} << 16); }
-__device__ __forceinline__ float i2f(int v) { return __int2float_rn(v); }
+__host__ __device__ __forceinline__ float i2f(int v) {
+#ifdef __CUDA_ARCH__
+  return __int2float_rn(v);
+#else
+  return static_cast<float>(v);
+#endif
+}
 
 // 2-byte aligned loads (raw ggml blocks are only 2-byte aligned).
-__device__ __forceinline__ uint16_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
-__device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) {
+__host__ __device__ __forceinline__ uint16_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__host__ __device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) {
   return uint32_t{ld_u16(p)} | (uint32_t{ld_u16(p + 2)} << 16);
 }
 
 // E8M0 scale halved (src/quant/ggml_scalar.h e8m0_to_fp32_half).
-__device__ __forceinline__ float e8m0_half(uint8_t e) {
+__host__ __device__ __forceinline__ float e8m0_half(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  return __uint_as_float(bits);
+  return bits_f32(bits);
 }
 // UE4M3 scale halved (ggml_scalar.h ue4m3_to_fp32_half).
-__device__ __forceinline__ float ue4m3_half(uint8_t x) {
+__host__ __device__ __forceinline__ float ue4m3_half(uint8_t x) {
   if (x == 0x7fu) return 0.0f;
   const uint32_t v = x & 0x7fu;
+#ifdef __CUDA_ARCH__
   if (v < 8) return __fmul_rn(static_cast<float>(v), 0x1p-10f);
-  return __uint_as_float((v << 20) + (119u << 23));
+#else
+  if (v < 8) return static_cast<float>(v) * 0x1p-10f;
+#endif
+  return bits_f32((v << 20) + (119u << 23));
 }
 
 __device__ __forceinline__ int byte_of(uint64_t g, int j) { return static_cast<int>((g >> (8 * j)) & 0xff); }

@@ -20,7 +20,7 @@ namespace df::cudamv::i8 {
 
 // acc[j] += a * (row j's x scale) * v.
 __host__ __device__ __forceinline__ void add(float& acc, float a, const XQ& xa, int j, int v) {
-  acc = fmaf(a * xq_d(xa.meta(j, 0)), fi(v), acc);
+  acc = fmaf(a * xq_d(xa.meta(j, 0)), i2f(v), acc);
 }
 
 // acc[j] += a * d_x * (k0 * sum over elements 0..15 + k1 * over 16..31) of the values v with x row j.
@@ -45,8 +45,8 @@ struct Q2_K {  // scales[16] qs[64] d dmin; part p: 2-bit plane p % 4 of qs[32 (
   };
   __host__ __device__ static void load(const uint8_t* b, int p, Part& r) {
     ldw(b + 16 + 32 * (p / 4), r.q);
-    r.dd = ld32(b + 80);
-    r.sc = ld16(b + 2 * p);
+    r.dd = ld_u32_a2(b + 80);
+    r.sc = ld_u16(b + 2 * p);
     r.p = static_cast<uint8_t>(p);
   }
   template <int N>
@@ -55,15 +55,15 @@ struct Q2_K {  // scales[16] qs[64] d dmin; part p: 2-bit plane p % 4 of qs[32 (
     uint32_t v[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = (r.q[k] >> sh) & 0x03030303u;
-    const float d = f16(static_cast<uint16_t>(r.dd)), dmin = f16(static_cast<uint16_t>(r.dd >> 16));
+    const float d = h2f(static_cast<uint16_t>(r.dd)), dmin = h2f(static_cast<uint16_t>(r.dd >> 16));
     const int sc0 = r.sc & 0xf, m0 = (r.sc >> 4) & 0xf, sc1 = (r.sc >> 8) & 0xf, m1 = r.sc >> 12;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const Sums2 s = dot32(v, xa, j);
       const int2 mt = xa.meta(j, 0);
       const float dx = xq_d(mt);
-      acc[j] = fmaf(d * dx, fi(sc0 * s.lo + sc1 * s.hi), acc[j]);
-      acc[j] = fmaf(-dmin * dx, fi(m0 * xq_s0(mt) + m1 * xq_s1(mt)), acc[j]);
+      acc[j] = fmaf(d * dx, i2f(sc0 * s.lo + sc1 * s.hi), acc[j]);
+      acc[j] = fmaf(-dmin * dx, i2f(m0 * xq_s0(mt) + m1 * xq_s1(mt)), acc[j]);
     }
   }
 };
@@ -81,7 +81,7 @@ struct Q3_K {  // hmask[32] qs[64] scales[12] d; value (2-bit plane | high bit <
     ldw(b, r.hm);
     ldw(b + 32 + 32 * (p / 4), r.q);
     ldw(b + 96, r.sc);
-    r.d = ld16(b + 108);
+    r.d = ld_u16(b + 108);
     r.p = static_cast<uint8_t>(p);
   }
   // The 6-bit scale of 16-group s (0..15), minus 32.
@@ -98,7 +98,7 @@ struct Q3_K {  // hmask[32] qs[64] scales[12] d; value (2-bit plane | high bit <
     uint32_t v[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = ((r.q[k] >> sh) & 0x03030303u) | (((r.hm[k] >> r.p) & 0x01010101u) << 2);
-    const float d = f16(r.d);
+    const float d = h2f(r.d);
     const int sc0 = scale(r.sc, 2 * r.p), sc1 = scale(r.sc, 2 * r.p + 1);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
@@ -122,24 +122,6 @@ __host__ __device__ __forceinline__ void nib_values(const uint32_t (&q)[4], uint
   for (int m = 0; m < 4; ++m) lut16(q[m], T0, T1, T2, T3, v[m], v[4 + m]);
 }
 
-// E8M0 scale halved (ggml_scalar.h e8m0_to_fp32_half).
-__host__ __device__ __forceinline__ float e8m0_half_hd(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-// UE4M3 scale halved (ggml_scalar.h ue4m3_to_fp32_half).
-__host__ __device__ __forceinline__ float ue4m3_half_hd(uint8_t x) {
-  if (x == 0x7fu) return 0.0f;
-  const uint32_t v = x & 0x7fu;
-  if (v < 8) return static_cast<float>(v) * 0x1p-10f;
-  const uint32_t bits = (v << 20) + (119u << 23);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 // 32-element blocks of a scale then 16 nibble bytes through a value table: IQ4_NL (fp16 d, the
 // kvalues_iq4nl), MXFP4 (E8M0 e, halved, the kvalues_fp4).
 template <GgmlType T, int kScaleBytes, uint32_t T0, uint32_t T1, uint32_t T2, uint32_t T3>
@@ -153,13 +135,13 @@ struct NibTable {
   };
   __host__ __device__ static void load(const uint8_t* b, int, Part& r) {
     ldw(b + kScaleBytes, r.q);
-    r.sc = kScaleBytes == 2 ? ld16(b) : b[0];
+    r.sc = kScaleBytes == 2 ? ld_u16(b) : b[0];
   }
   template <int N>
   __host__ __device__ static void dot(const Part& r, const DevTables*, const XQ& xa, float (&acc)[N]) {
     uint32_t v[8];
     nib_values<T0, T1, T2, T3>(r.q, v);
-    const float d = kScaleBytes == 2 ? f16(r.sc) : e8m0_half_hd(static_cast<uint8_t>(r.sc));
+    const float d = kScaleBytes == 2 ? h2f(r.sc) : e8m0_half(static_cast<uint8_t>(r.sc));
     add_halves<N>(v, xa, d, 1, 1, acc);
   }
 };
@@ -183,7 +165,7 @@ struct Nvfp4 {  // scales[4] qs[32]; part s = 16 elements: scale s, bytes 8 s ..
     uint32_t lo[2], hi[2];
     lut16(r.q[0], kFp0, kFp1, kFp2, kFp3, lo[0], hi[0]);
     lut16(r.q[1], kFp0, kFp1, kFp2, kFp3, lo[1], hi[1]);
-    const float d = ue4m3_half_hd(r.sc);
+    const float d = ue4m3_half(r.sc);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const int4 x = xa.word(j, 0);
@@ -205,15 +187,15 @@ struct Q1_0 {  // d qs[16]: bit e -> +d, else -d; part p = bits 32 p ..
     uint16_t d;
   };
   __host__ __device__ static void load(const uint8_t* b, int p, Part& r) {
-    r.bits = ld32(b + 2 + 4 * p);
-    r.d = ld16(b);
+    r.bits = ld_u32_a2(b + 2 + 4 * p);
+    r.d = ld_u16(b);
   }
   template <int N>
   __host__ __device__ static void dot(const Part& r, const DevTables*, const XQ& xa, float (&acc)[N]) {
     uint32_t v[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = ones4(r.bits >> (4 * k));
-    const float d = f16(r.d);
+    const float d = h2f(r.d);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const Sums2 s = dot32(v, xa, j);
@@ -232,7 +214,7 @@ struct Q2_0 {  // d qs[16]: 2-bit q, value q - 1; part p = bytes 8 p ..
   };
   __host__ __device__ static void load(const uint8_t* b, int p, Part& r) {
     ldw(b + 2 + 8 * p, r.q);
-    r.d = ld16(b);
+    r.d = ld_u16(b);
   }
   template <int N>
   __host__ __device__ static void dot(const Part& r, const DevTables*, const XQ& xa, float (&acc)[N]) {
@@ -242,7 +224,7 @@ struct Q2_0 {  // d qs[16]: 2-bit q, value q - 1; part p = bytes 8 p ..
       v[k] = spread2((r.q[0] >> (8 * k)) & 0xffu);
       v[4 + k] = spread2((r.q[1] >> (8 * k)) & 0xffu);
     }
-    const float d = f16(r.d);
+    const float d = h2f(r.d);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const Sums2 s = dot32(v, xa, j);
@@ -262,7 +244,7 @@ struct TQ2_0 {  // qs[64] d: part p = 2-bit plane p % 4 of qs[32 (p / 4) ..], va
   };
   __host__ __device__ static void load(const uint8_t* b, int p, Part& r) {
     ldw(b + 32 * (p / 4), r.q);
-    r.d = ld16(b + 64);
+    r.d = ld_u16(b + 64);
     r.p = static_cast<uint8_t>(p);
   }
   template <int N>
@@ -271,7 +253,7 @@ struct TQ2_0 {  // qs[64] d: part p = 2-bit plane p % 4 of qs[32 (p / 4) ..], va
     uint32_t v[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = (r.q[k] >> sh) & 0x03030303u;
-    const float d = f16(r.d);
+    const float d = h2f(r.d);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const Sums2 s = dot32(v, xa, j);
@@ -298,7 +280,7 @@ struct TQ1_0 {  // qs[48] qh[4] d: 5 trits a byte of qs, 4 of qh; value trit - 1
   };
   __host__ __device__ static void load(const uint8_t* b, int p, Part& r) {
     ldw(b, r.w);
-    r.d = ld16(b + 52);
+    r.d = ld_u16(b + 52);
     r.p = static_cast<uint8_t>(p);
   }
   // Word k of part p (elements 4 k .. 4 k + 3; the order of src/quant's tq1_0_values): parts
@@ -315,7 +297,7 @@ struct TQ1_0 {  // qs[48] qh[4] d: 5 trits a byte of qs, 4 of qh; value trit - 1
       const int n = p < 5 ? p : p < 7 ? 2 * (p - 5) + (k >= 4) : k < 4 ? 4 : k - 4;
       v[k] = trits4(src, static_cast<uint32_t>((kPow3 >> (8 * n)) & 0xff));
     }
-    const float d = f16(r.d);
+    const float d = h2f(r.d);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const Sums2 s = dot32(v, xa, j);

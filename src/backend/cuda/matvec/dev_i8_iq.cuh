@@ -30,7 +30,7 @@ struct IQ2_XXS {  // d qs[u16 x 32]: per part 4 grid bytes, then 4 x 7 sign bits
   };
   __host__ __device__ static void load(const uint8_t* b, int ib, Part& r) {
     ldw(b + 2 + 8 * ib, r.a);
-    r.d = ld16(b);
+    r.d = ld_u16(b);
   }
   template <int N>
   __host__ __device__ static void dot(const Part& r, const DevTables* T, const XQ& xa, float (&acc)[N]) {
@@ -40,7 +40,7 @@ struct IQ2_XXS {  // d qs[u16 x 32]: per part 4 grid bytes, then 4 x 7 sign bits
       signed8(T->iq2xxs[byte_at(r.a[0], l)], T->signs[(r.a[1] >> (7 * l)) & 127], v, l);
     }
     const int ls = 2 * static_cast<int>(r.a[1] >> 28) + 1;
-    add_halves<N>(v, xa, f16(r.d) * 0.125f, ls, ls, acc);
+    add_halves<N>(v, xa, h2f(r.d) * 0.125f, ls, ls, acc);
   }
 };
 
@@ -55,7 +55,7 @@ struct IQ2_XS {  // d qs[u16 x 32] scales[8]: per 8 elements 9 grid bits and 7 s
   };
   __host__ __device__ static void load(const uint8_t* b, int ib, Part& r) {
     ldw(b + 2 + 8 * ib, r.a);
-    r.d = ld16(b);
+    r.d = ld_u16(b);
     r.sc = b[66 + ib];
   }
   template <int N>
@@ -66,7 +66,7 @@ struct IQ2_XS {  // d qs[u16 x 32] scales[8]: per 8 elements 9 grid bits and 7 s
       const uint32_t q = (r.a[l / 2] >> (16 * (l % 2))) & 0xffffu;
       signed8(T->iq2xs[q & 511], T->signs[q >> 9], v, l);
     }
-    add_halves<N>(v, xa, f16(r.d) * 0.125f, 2 * (r.sc & 0xf) + 1, 2 * (r.sc >> 4) + 1, acc);
+    add_halves<N>(v, xa, h2f(r.d) * 0.125f, 2 * (r.sc & 0xf) + 1, 2 * (r.sc >> 4) + 1, acc);
   }
 };
 
@@ -80,9 +80,9 @@ struct IQ2_S {  // d qs[64] (32 grid bytes, 32 sign bytes) qh[8] scales[8]
     uint8_t qh, sc;
   };
   __host__ __device__ static void load(const uint8_t* b, int ib, Part& r) {
-    r.qs = ld32(b + 2 + 4 * ib);
-    r.sg = ld32(b + 34 + 4 * ib);
-    r.d = ld16(b);
+    r.qs = ld_u32_a2(b + 2 + 4 * ib);
+    r.sg = ld_u32_a2(b + 34 + 4 * ib);
+    r.d = ld_u16(b);
     r.qh = b[66 + ib];
     r.sc = b[74 + ib];
   }
@@ -94,7 +94,7 @@ struct IQ2_S {  // d qs[64] (32 grid bytes, 32 sign bytes) qh[8] scales[8]
       const uint32_t i = byte_at(r.qs, l) | ((static_cast<uint32_t>(r.qh) << (8 - 2 * l)) & 0x300u);
       signed8(T->iq2s[i], byte_at(r.sg, l), v, l);
     }
-    add_halves<N>(v, xa, f16(r.d) * 0.125f, 2 * (r.sc & 0xf) + 1, 2 * (r.sc >> 4) + 1, acc);
+    add_halves<N>(v, xa, h2f(r.d) * 0.125f, 2 * (r.sc & 0xf) + 1, 2 * (r.sc >> 4) + 1, acc);
   }
 };
 
@@ -108,8 +108,8 @@ struct IQ3_XXS {  // d qs[64] (grid bytes) aux[u32 x 8] (4 x 7 sign bits, the 4-
   };
   __host__ __device__ static void load(const uint8_t* b, int ib, Part& r) {
     ldw(b + 2 + 8 * ib, r.q);
-    r.aux = ld32(b + 66 + 4 * ib);
-    r.d = ld16(b);
+    r.aux = ld_u32_a2(b + 66 + 4 * ib);
+    r.d = ld_u16(b);
   }
   template <int N>
   __host__ __device__ static void dot(const Part& r, const DevTables* T, const XQ& xa, float (&acc)[N]) {
@@ -121,7 +121,7 @@ struct IQ3_XXS {  // d qs[64] (grid bytes) aux[u32 x 8] (4 x 7 sign bits, the 4-
       signed8(g, T->signs[(r.aux >> (7 * l)) & 127], v, l);
     }
     const int ls = 2 * static_cast<int>(r.aux >> 28) + 1;
-    add_halves<N>(v, xa, f16(r.d) * 0.25f, ls, ls, acc);
+    add_halves<N>(v, xa, h2f(r.d) * 0.25f, ls, ls, acc);
   }
 };
 
@@ -136,8 +136,8 @@ struct IQ3_S {  // d qs[64] qh[8] signs[32] scales[4]
   };
   __host__ __device__ static void load(const uint8_t* b, int ib, Part& r) {
     ldw(b + 2 + 8 * ib, r.q);
-    r.sg = ld32(b + 74 + 4 * ib);
-    r.d = ld16(b);
+    r.sg = ld_u32_a2(b + 74 + 4 * ib);
+    r.d = ld_u16(b);
     r.qh = b[66 + ib];
     r.sc = b[106 + ib / 2];
     r.ib = static_cast<uint8_t>(ib);
@@ -153,7 +153,7 @@ struct IQ3_S {  // d qs[64] qh[8] signs[32] scales[4]
       signed8(T->iq3s[i1] | (uint64_t{T->iq3s[i2]} << 32), byte_at(r.sg, l), v, l);
     }
     const int ls = 2 * ((r.sc >> (4 * (r.ib % 2))) & 0xf) + 1;
-    add_halves<N>(v, xa, f16(r.d), ls, ls, acc);
+    add_halves<N>(v, xa, h2f(r.d), ls, ls, acc);
   }
 };
 
@@ -168,9 +168,9 @@ struct IQ1_S {  // d qs[32] qh[u16 x 8]
     uint16_t d, qh;
   };
   __host__ __device__ static void load(const uint8_t* b, int ib, Part& r) {
-    r.qs = ld32(b + 2 + 4 * ib);
-    r.d = ld16(b);
-    r.qh = ld16(b + 34 + 2 * ib);
+    r.qs = ld_u32_a2(b + 2 + 4 * ib);
+    r.d = ld_u16(b);
+    r.qh = ld_u16(b + 34 + 2 * ib);
   }
   template <int N>
   __host__ __device__ static void dot(const Part& r, const DevTables* T, const XQ& xa, float (&acc)[N]) {
@@ -182,7 +182,7 @@ struct IQ1_S {  // d qs[32] qh[u16 x 8]
       v[2 * l] = lo32(g);
       v[2 * l + 1] = hi32(g);
     }
-    const float d = f16(r.d) * 0.125f;
+    const float d = h2f(r.d) * 0.125f;
     const int ls = 2 * static_cast<int>((qh >> 12) & 7) + 1;
     const bool neg = qh & 0x8000u;
 #pragma unroll
@@ -204,10 +204,10 @@ struct IQ1_M {  // qs[32] qh[16] scales[8] (fp16 d in the top nibbles of the 4 u
     uint8_t ib;
   };
   __host__ __device__ static void load(const uint8_t* b, int ib, Part& r) {
-    r.qs = ld32(b + 4 * ib);
-    r.qh = ld16(b + 32 + 2 * ib);
-    r.sc[0] = ld32(b + 48);
-    r.sc[1] = ld32(b + 52);
+    r.qs = ld_u32_a2(b + 4 * ib);
+    r.qh = ld_u16(b + 32 + 2 * ib);
+    r.sc[0] = ld_u32_a2(b + 48);
+    r.sc[1] = ld_u32_a2(b + 52);
     r.ib = static_cast<uint8_t>(ib);
   }
   template <int N>
@@ -225,7 +225,7 @@ struct IQ1_M {  // qs[32] qh[16] scales[8] (fp16 d in the top nibbles of the 4 u
     }
     const uint32_t s0 = r.sc[0] & 0xffffu, s1 = r.sc[0] >> 16, s2 = r.sc[1] & 0xffffu, s3 = r.sc[1] >> 16;
     const uint16_t dh = static_cast<uint16_t>((s0 >> 12) | ((s1 >> 8) & 0x00f0u) | ((s2 >> 4) & 0x0f00u) | (s3 & 0xf000u));
-    const float d = f16(dh) * 0.125f;
+    const float d = h2f(dh) * 0.125f;
     const uint32_t sc = (r.ib / 2 == 0 ? s0 : r.ib / 2 == 1 ? s1 : r.ib / 2 == 2 ? s2 : s3) >> (6 * (r.ib % 2));
     const int ls0 = 2 * static_cast<int>(sc & 7) + 1, ls1 = 2 * static_cast<int>((sc >> 3) & 7) + 1;
 #pragma unroll

@@ -54,13 +54,6 @@ __host__ __device__ __forceinline__ uint32_t ones4(uint32_t bits) { return ((bit
 // Bytes of v negated where m is 0xff (v's bytes < 128).
 __host__ __device__ __forceinline__ uint32_t signed4(uint32_t v, uint32_t m) { return vsub4(v ^ m, m); }
 
-__host__ __device__ __forceinline__ float f16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__host__ __device__ __forceinline__ float fi(int v) { return static_cast<float>(v); }
-
-__host__ __device__ __forceinline__ uint16_t ld16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
-// 4 bytes at a 2-byte aligned address.
-__host__ __device__ __forceinline__ uint32_t ld32(const uint8_t* p) { return uint32_t{ld16(p)} | (uint32_t{ld16(p + 2)} << 16); }
-
 // K little-endian words of the bytes at p (any alignment): K + 1 aligned 4-byte loads (the
 // last only when p is unaligned, so nothing past p + 4K is read), funnel-shifted.
 template <int K>
