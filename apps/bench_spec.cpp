@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 
+#include "common.h"
 #include "common/error.h"
 #include "diskformer/generator.h"
 
@@ -14,14 +14,6 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// The process's CPU seconds (all threads): on a loaded machine the CPU backend's work per
-// generation, without the time slices other processes took.
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -49,32 +41,32 @@ nlohmann::json bench_spec(Engine& engine, const std::vector<Token>& prompt, int6
   auto plain_cpu_of = [&](const GenerateOptions& o) {
     Session s(engine);
     PlainGenerator pg(s, o);
-    const double c0 = cpu_seconds();
+    const double c0 = process_cpu_seconds();
     pg.run(prompt, {});
-    return cpu_seconds() - c0;
+    return process_cpu_seconds() - c0;
   };
   auto spec_cpu_of = [&](const GenerateOptions& o) {
     Session s(engine, so.draft_max + 1);
     spec::MtpGenerator sg(s, o, so);
-    const double c0 = cpu_seconds();
+    const double c0 = process_cpu_seconds();
     sg.run(prompt, {});
-    return cpu_seconds() - c0;
+    return process_cpu_seconds() - c0;
   };
   for (int r = 0; r < reps + 1; ++r) {  // the first round warms up and is dropped
     Session ps(engine);
     PlainGenerator pg(ps, g);
-    const double c0 = cpu_seconds();
+    const double c0 = process_cpu_seconds();
     const std::vector<Token> out = pg.run(prompt, {});
-    const double c1 = cpu_seconds();
+    const double c1 = process_cpu_seconds();
     if (r == 0) ref = out;
     if (r > 0) plain_tps.push_back(static_cast<double>(ps.stats().generated_tokens) / ps.stats().decode_seconds);
     if (r > 0 && cpu) plain_cpu.push_back(c1 - c0 - plain_cpu_of(g1));
     so.oracle = ref;
     Session ss(engine, so.draft_max + 1);
     spec::MtpGenerator sg(ss, g, so);
-    const double c2 = cpu_seconds();
+    const double c2 = process_cpu_seconds();
     const std::vector<Token> sout = sg.run(prompt, {});
-    const double c3 = cpu_seconds();
+    const double c3 = process_cpu_seconds();
     if (r > 0 && cpu) spec_cpu.push_back(c3 - c2 - spec_cpu_of(g1));
     identical = identical && sout == ref;
     if (r > 0) spec_tps.push_back(static_cast<double>(ss.stats().generated_tokens) / ss.stats().decode_seconds);

@@ -32,13 +32,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Process CPU seconds (all threads): on a shared machine, beside the wall clock.
-double cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 struct Summary {
   double mean = 0, stddev = 0;
 };
@@ -239,10 +232,10 @@ void register_bench(CLI::App& app) {
         const std::vector<Token> pr(prompt.begin(), prompt.begin() + np);
         session.prefill({pick(rng)});  // different first token: nothing is reused
         const MmapCounts m0 = mmap_counts(backend);
-        const double c0 = cpu_seconds();
+        const double c0 = process_cpu_seconds();
         const auto t0 = std::chrono::steady_clock::now();
         session.prefill(pr);  // returns the last position's logits on the host
-        const double sec = seconds_since(t0), cpu = cpu_seconds() - c0;
+        const double sec = seconds_since(t0), cpu = process_cpu_seconds() - c0;
         if (r > 0) pp_mmap.add_delta(m0, mmap_counts(backend)), pp_tokens += static_cast<double>(np);
         if (r > 0) pp[i].push_back(static_cast<double>(np) / sec), ttft[i].push_back(sec);
         if (r > 0 && i == 0) pp_cpu.push_back(static_cast<double>(np) / cpu);
@@ -257,12 +250,12 @@ void register_bench(CLI::App& app) {
         Token t = pick(rng);
         const CacheCounts c0 = cache_counts(backend);
         const MmapCounts m0 = mmap_counts(backend);
-        const double cpu0 = cpu_seconds();
+        const double cpu0 = process_cpu_seconds();
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t i = 0; i < f->n_gen; ++i) t = steps.next(t, i + 1 < f->n_gen);
         if (r > 0) {
           tg.push_back(static_cast<double>(f->n_gen) / seconds_since(t0));
-          tg_cpu.push_back(static_cast<double>(f->n_gen) / (cpu_seconds() - cpu0));
+          tg_cpu.push_back(static_cast<double>(f->n_gen) / (process_cpu_seconds() - cpu0));
           tg_cache.add_delta(c0, cache_counts(backend));
           tg_mmap.add_delta(m0, mmap_counts(backend));
         }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -160,6 +161,12 @@ std::string resolve_model_path(const std::string& m, const std::string& store_di
     if (std::filesystem::exists(p)) return p;
   throw Error(std::string("the default model was not found at ") + DF_DEFAULT_MODEL_BUILD +
               " — pass -m MODEL");
+}
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 void progress_bar(const std::string& label, double fraction) {

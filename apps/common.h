@@ -75,6 +75,10 @@ void add_prompt_flags(CLI::App& app, PromptFlags& p, bool required = true);
 std::string read_prompt(const PromptFlags& p);
 std::string read_file(const std::string& path);
 
+// The process's CPU seconds (all threads): on a loaded machine the CPU backend's work, without
+// the time slices other processes took (bench's figures beside the wall clock).
+double process_cpu_seconds();
+
 // One-line progress bar on stderr.
 void progress_bar(const std::string& label, double fraction);
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Lead's device run, stop 32 (issue 9: where a qwen3 4B decode step's time goes at short context).
+#   PART=prof: qwen3 4B Q4_0 / Q8_0 (df_make_model --preset qwen3_4b): bench, then bench --profile
+#     at positions 16..80 (-p 16 -n 64) and 512..576; the profile tables into $OUT/prof_*.txt.
+#   PART=tests: df_cuda_tests only.
+#   bench/cuda/pack.sh .devcarry/lf32 build/tests/df_cuda_tests build/diskformer build/df_make_model
+#   PART=prof CARRY=.devcarry/lf32 bash bench/cuda/lead/stop32_run.sh
+set -uo pipefail
+source bench/cuda/lead/lib.sh
+lead_unpack ${CARRY:-.devcarry/lf32}
+lead_tests_only 330
+prof() {  # name model args...
+  local name=$1 model=$2; shift 2
+  timeout 120 $D/diskformer bench -m "$model" --device cuda --output json -q --profile "$@" > $OUT/b_prof_$name.json 2> $OUT/prof_$name.txt
+  echo "profile $name rc=$? $((SECONDS - T0)) s"; cut -c1-130 $OUT/prof_$name.txt | tail -40
+}
+if [ "${PART:-prof}" = prof ]; then
+  ( for m in ${MODELS:-q4_0 q8_0}; do mk /tmp/q3_4b_$m.gguf --preset qwen3_4b --type $m & done; wait )
+  grep make $OUT/make.txt
+  for m in ${MODELS:-q4_0 q8_0}; do
+    bench ${m} /tmp/q3_4b_$m.gguf -p 16 -n 128 -r 2 ${BENCH_ARGS:-}
+    prof ${m}_p16 /tmp/q3_4b_$m.gguf -p 16 -n 64 -r 1 ${BENCH_ARGS:-}
+  done
+  prof q4_0_p512 /tmp/q3_4b_q4_0.gguf -p 512 -n 64 -r 1 ${BENCH_ARGS:-}
+fi
+lead_collect
