@@ -9,6 +9,7 @@
 //   bench_matvec_cuda --chain q4_0:4b [--chain-cfgs 0:0:0,1:0:0] [--persist 16:0:1,4:0:2]
 //     [--persist2 16:3:4:1:0,8:3:4:2:2] (the second persistent chain: persistent_chain2.cuh)
 //     (a decode step's matvecs as launches, and as one persistent launch: persistent_chain.cuh)
+//     [--chain-trace] (per-block phase stamps of every launch of the chain, summarised per stage)
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -420,6 +421,10 @@ int main(int argc, char** argv) {
                  "only the decode chain (no validation, no shapes): comma-separated TYPE:SHAPE, SHAPE 4b or 27b "
                  "(e.g. q4_0:4b,q8_0:4b,q4_0:27b)");
   app.add_option("--chain-cfgs", chain_cfg_arg, "chain configurations PDL:L2_MB:BLOCKS_PER_SM, comma-separated");
+  bool chain_trace = false;
+  app.add_flag("--chain-trace", chain_trace,
+               "with --chain: one more replay of the first configuration with per-block phase stamps of every launch "
+               "(entry, griddepcontrol.wait, x prologue, end), summarised per stage");
   std::string persist_arg;
   app.add_option("--persist", persist_arg,
                  "with --chain, Q4_0: the persistent one-launch chain (persistent_chain.cuh), variants "
@@ -508,7 +513,7 @@ int main(int argc, char** argv) {
         for (GgmlType u : mt::all_weight_types())
           if (f.size() == 2 && std::string(df::type_name(u)) == f[0]) t = u, found = true;
         if (!sh || !found) throw df::Error("--chain: TYPE:SHAPE (shape 4b or 27b), got " + item);
-        ch.push_back(chain(ctx, t, *sh, bw, cfgs, pvars, p2vars, s));
+        ch.push_back(chain(ctx, t, *sh, bw, cfgs, pvars, p2vars, s, chain_trace));
       }
       j["chain"] = ch;
       std::ofstream(out_path) << j.dump(1) << "\n";

@@ -20,9 +20,78 @@ struct ChainCfg {
   int per_sm;
 };
 
+// --chain-trace: one replay of the chain (its first configuration) with each matvec launch's
+// per-block phase stamps (Q4_0 / Q8_0: the backend's launch by mv_kernel's traced instance,
+// variants.cuh matvec_traced; PackedWeight::trace; mv_fuse.cuh mv_trace: globaltimer at entry,
+// after griddepcontrol.wait and at the end; clock64 at entry, before the wait, after it, after
+// the x prologue and at the end). Per launch: its blocks' first entry, first release from the
+// wait, last end (globaltimer, ns), and per block the phases in SM cycles. Summarised per
+// stage (qkv, o, gate/up, down) as medians over the layers, in us (cycles at the device's
+// clock rate). globaltimer's own step is reported: on some GPUs it advances in ~1 us steps.
+constexpr int kTraceMaxBlocks = 132 * 16;  // per launch: more than any persistent grid
+struct TracePhases {
+  double gap_us = 0, release_us = 0, span_us = 0, after_release_us = 0;  // globaltimer
+  double issue_us = 0, wait_us = 0, prologue_us = 0, body_us = 0, body_max_us = 0;  // clock64, block medians
+  int blocks = 0;
+};
+json trace_summary(const std::vector<uint64_t>& st, int launches, int per_layer, double clock_ghz) {
+  static const char* kStage[] = {"qkv", "o", "gate_up", "down"};
+  std::vector<TracePhases> ph(static_cast<size_t>(launches));
+  uint64_t prev_end = 0, gt_step = UINT64_MAX;
+  for (int i = 0; i < launches; ++i) {
+    const uint64_t* b = st.data() + static_cast<size_t>(i) * kTraceMaxBlocks * 8;
+    uint64_t first_in = UINT64_MAX, first_rel = UINT64_MAX, last_end = 0;
+    std::vector<double> issue, wait, pro, body;
+    for (int k = 0; k < kTraceMaxBlocks; ++k) {
+      const uint64_t* e = b + 8 * k;
+      if (e[0] == 0) continue;
+      first_in = std::min(first_in, e[0]), first_rel = std::min(first_rel, e[1]), last_end = std::max(last_end, e[2]);
+      for (int a = 0; a < 3; ++a)
+        for (int c = a + 1; c < 3; ++c)
+          if (e[c] > e[a]) gt_step = std::min(gt_step, e[c] - e[a]);
+      issue.push_back((e[4] - e[3]) / clock_ghz * 1e-3), wait.push_back((e[5] - e[4]) / clock_ghz * 1e-3);
+      pro.push_back((e[6] - e[5]) / clock_ghz * 1e-3), body.push_back((e[7] - e[6]) / clock_ghz * 1e-3);
+    }
+    TracePhases& p = ph[static_cast<size_t>(i)];
+    p.blocks = static_cast<int>(issue.size());
+    if (p.blocks == 0) continue;
+    p.gap_us = prev_end ? (static_cast<double>(first_in) - static_cast<double>(prev_end)) * 1e-3 : 0.0;
+    p.release_us = prev_end ? (static_cast<double>(first_rel) - static_cast<double>(prev_end)) * 1e-3 : 0.0;
+    p.span_us = (last_end - first_in) * 1e-3, p.after_release_us = (last_end - first_rel) * 1e-3;
+    p.issue_us = median(issue), p.wait_us = median(wait), p.prologue_us = median(pro), p.body_us = median(body);
+    p.body_max_us = *std::max_element(body.begin(), body.end());
+    prev_end = last_end;
+  }
+  json out = json::array();
+  std::printf("   trace (medians over the layers, us; gap/release: from the previous launch's last block end;\n"
+              "   issue/wait/prologue/body: per block, its median, body max: its slowest block; globaltimer step %.0f ns)\n",
+              gt_step == UINT64_MAX ? 0.0 : static_cast<double>(gt_step));
+  std::printf("   %-8s %6s %7s %8s %7s %9s %6s %6s %8s %6s %8s\n", "stage", "blocks", "gap", "release", "span",
+              "post-rel", "issue", "wait", "prologue", "body", "body max");
+  for (int sidx = 0; sidx < per_layer; ++sidx) {
+    std::vector<double> f[10];
+    for (int i = sidx; i < launches; i += per_layer) {
+      const TracePhases& p = ph[static_cast<size_t>(i)];
+      if (p.blocks == 0 || i < per_layer) continue;  // the first layer: no previous launch in the chain
+      const double v[10] = {static_cast<double>(p.blocks), p.gap_us, p.release_us, p.span_us, p.after_release_us,
+                            p.issue_us, p.wait_us, p.prologue_us, p.body_us, p.body_max_us};
+      for (int k = 0; k < 10; ++k) f[k].push_back(v[k]);
+    }
+    if (f[0].empty()) continue;
+    double m[10];
+    for (int k = 0; k < 10; ++k) m[k] = median(f[k]);
+    std::printf("   %-8s %6.0f %7.2f %8.2f %7.2f %9.2f %6.2f %6.2f %8.2f %6.2f %8.2f\n", kStage[sidx % 4], m[0], m[1], m[2],
+                m[3], m[4], m[5], m[6], m[7], m[8], m[9]);
+    out.push_back({{"stage", kStage[sidx % 4]}, {"blocks", m[0]}, {"gap_us", m[1]}, {"release_us", m[2]}, {"span_us", m[3]},
+                   {"after_release_us", m[4]}, {"issue_us", m[5]}, {"wait_us", m[6]}, {"prologue_us", m[7]},
+                   {"body_us", m[8]}, {"body_max_us", m[9]}});
+  }
+  return {{"globaltimer_step_ns", gt_step == UINT64_MAX ? 0 : gt_step}, {"clock_ghz", clock_ghz}, {"stages", out}};
+}
+
 json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, const std::vector<ChainCfg>& cfgs,
            const std::vector<mv::persist::Variant>& pvars, const std::vector<mv::persist2::Variant>& p2vars,
-           cudaStream_t s) {
+           cudaStream_t s, bool trace) {
   std::vector<mv::PackedWeight> tiles;
   auto tile_of = [&](int64_t cols) -> const mv::PackedWeight& {
     for (auto& tl : tiles)
@@ -53,17 +122,24 @@ json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, 
       for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wg, &l.wu, &l.wd})
         w->pdl = c.pdl, w->pipe = true, w->l2_prefetch = c.l2_mb << 20, w->blocks_per_sm = c.per_sm;
   };
+  // A launch as the backend makes it, or (the weight's trace set: --chain-trace) the same launch
+  // by the traced instance (variants.cuh matvec_traced).
+  auto launch = [&](const mv::PackedWeight& w, const float* xin, float* yout, const mv::MatvecFusion& fu,
+                    cudaStream_t st, const char* what) {
+    const bool ok = w.trace ? mv::matvec_traced(w, xin, yout, fu, st) : mv::matvec_fused(w, xin, yout, 1, fu, st);
+    if (!ok) throw df::Error(std::string("chain: ") + what + (w.trace ? " has no traced launch" : " not fused"));
+  };
   auto record = [&](cudaStream_t st) {
     for (auto& l : L) {
       mv::MatvecFusion fu;
       fu.more[0] = &l.wk, fu.more[1] = &l.wv, fu.y_more[0] = k.f(), fu.y_more[1] = v.f();
       fu.norm_w = dn.f(), fu.eps = 1e-6f;
-      if (!mv::matvec_fused(l.wq, resid.f(), q.f(), 1, fu, st)) throw df::Error("chain: qkv not fused");
-      mv::matvec(l.wo, q.f(), o.f(), 1, st);
+      launch(l.wq, resid.f(), q.f(), fu, st, "qkv");
+      launch(l.wo, q.f(), o.f(), mv::MatvecFusion{}, st, "o");
       mv::MatvecFusion sw;
       sw.more[0] = &l.wu, sw.swiglu = true, sw.norm_w = dn.f(), sw.eps = 1e-6f;
-      if (!mv::matvec_fused(l.wg, o.f(), h.f(), 1, sw, st)) throw df::Error("chain: gate/up not fused");
-      mv::matvec(l.wd, h.f(), resid.f(), 1, st);
+      launch(l.wg, o.f(), h.f(), sw, st, "gate/up");
+      launch(l.wd, h.f(), resid.f(), mv::MatvecFusion{}, st, "down");
     }
   };
   int sms = 1;
@@ -138,6 +214,30 @@ json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, 
     std::fflush(stdout);
   }
   res["runs"] = runs;
+  if (trace) {  // one replay of the first configuration with every launch's stamps
+    set(cfgs.front());
+    const int launches = 4 * sh.layers;
+    DevBuf tb(static_cast<size_t>(launches) * kTraceMaxBlocks * 8 * sizeof(uint64_t));
+    ck(cudaMemset(tb.p, 0, static_cast<size_t>(launches) * kTraceMaxBlocks * 8 * sizeof(uint64_t)), "trace clear");
+    int i = 0;
+    for (auto& l : L)  // in launch order: qkv (wq), o, gate/up (wg), down
+      for (auto* w : {&l.wq, &l.wo, &l.wg, &l.wd})
+        w->trace = static_cast<uint64_t*>(tb.p) + static_cast<size_t>(i++) * kTraceMaxBlocks * 8;
+    std::vector<float> out;
+    const double ms = time_graph(record, &out);  // its replays overwrite the stamps: the last one stays
+    for (auto& l : L)
+      for (auto* w : {&l.wq, &l.wo, &l.wg, &l.wd}) w->trace = nullptr;
+    std::vector<uint64_t> st(static_cast<size_t>(launches) * kTraceMaxBlocks * 8);
+    ck(cudaMemcpy(st.data(), tb.p, st.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost), "trace copy");
+    int khz = 0;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+    const bool same = std::memcmp(out.data(), base.data(), out.size() * 4) == 0;
+    std::printf("   traced replay: %.3f ms (untraced %.3f), bits %s\n", ms, runs[0]["ms"].get<double>(),
+                same ? "equal" : "DIFFER");
+    res["trace"] = trace_summary(st, launches, 4, khz * 1e-6);
+    res["trace"]["ms"] = ms;
+    res["trace"]["bits_equal_first"] = same;
+  }
   if (!p2vars.empty() && t == GgmlType::Q4_0) {  // the second persistent chain (persistent_chain2.cuh)
     auto mat = [](const mv::PackedWeight& w) {
       return mv::persist2::Mat{w.data, w.data + w.m_offset, static_cast<int>(w.rows), static_cast<int>(w.cols),

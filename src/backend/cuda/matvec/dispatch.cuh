@@ -16,6 +16,10 @@ namespace df::cudamv {
 // shape cannot fuse them (nothing launched).
 enum class Mv { kNoType, kDone, kNoFuse };
 
+// The kernels' fusions of fu for a launch of W over n rows (matvec.cu; checked against W,
+// throws df::Error on a bad combination): what matvec_fused hands the families.
+MvFuse fuse_of(const PackedWeight& W, int n, const MatvecFusion& fu);
+
 Mv matvec_raw_basic(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
 Mv matvec_raw_iq(GgmlType t, const PlanarView& v, const float* x, float* y, int n, cudaStream_t s, const MvFuse& f);
 // The int8-x kernels over raw blocks (family_i8_basic.cu, family_i8_iq.cu): whether a type has

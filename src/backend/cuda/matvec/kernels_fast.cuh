@@ -210,11 +210,14 @@ struct RawAdapter {
 // issued before griddepcontrol.wait and the x prologue) are in flight while step s is
 // computed, across the ends of row groups. The arithmetic of a row is the same for every D
 // (which lane takes which parts, in which order, is unchanged): the same bits.
-template <class A, int N, int RW, int U, bool kSmem, int D = 0>
+// kTrace (the workbench's traced instances only, variants_trace.cu): the phase stamps of
+// mv_trace (mv_fuse.cuh) into f.trace; the backend's instances have none of that code.
+template <class A, int N, int RW, int U, bool kSmem, int D = 0, bool kTrace = false>
 __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K would take 153 registers
     mv_kernel(PlanarView v, const float* __restrict__ x, float* __restrict__ y, MvFuse f, int wpr) {
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);
+  if constexpr (kTrace) mv_trace(f.trace, 3, 0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // wpr warps share each row (split over the row's parts, for matrices of few rows): thread
   // rl of the row's 32 * wpr takes parts rl, rl + rs, ...; the warps' sums are then added in
@@ -346,8 +349,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   // run before the previous kernel has finished; x and y only after it. Then the next
   // kernel may launch (its blocks take the SMs this grid leaves, and load their weights).
   // Both are no-ops in a launch without the attribute.
+  if constexpr (kTrace) mv_trace(f.trace, 4, -1);
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;");
+  if constexpr (kTrace) mv_trace(f.trace, 5, 1);
   float* sums = xs + N * stride;
   const int sum_stride = static_cast<int>(v.cols / 16);
   // kInt8X: the int8 x after the f32 copy (norm prologue, or x staged by cp.async: f.stage_x)
@@ -404,6 +409,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
     }
     __syncthreads();
   }
+  if constexpr (kTrace) mv_trace(f.trace, 6, -1);
   // The products of one chunk (parts t0 + rs u + rl) with the registers rg.
   auto compute = [&](int t0, const Regs (&rg)[U][RW], float (&acc)[RW][N]) {
 #pragma unroll
@@ -520,6 +526,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
       }
       finish(mat, lg, acc);
     }
+  }
+  if constexpr (kTrace) {  // the block's last store done (every thread gets here)
+    __syncthreads();
+    mv_trace(f.trace, 7, 2);
   }
 }
 

@@ -16,10 +16,10 @@ namespace df::cudamv {
 constexpr size_t kMaxSmem = 200 * 1024;  // x copies above this read x from global memory
 constexpr size_t kStageSmem = 100 * 1024;  // int8 x staged by cp.async up to this (two blocks per SM)
 
-template <class A, int N, int RW, int U, bool kSmem, int D = 0>
+template <class A, int N, int RW, int U, bool kSmem, int D = 0, bool kTrace = false>
 void launch_persistent(const PlanarView& v, const float* x, float* y, size_t smem, cudaStream_t s,
                        const MvFuse& f) {
-  const auto kernel = mv_kernel<A, N, RW, U, kSmem, D>;
+  const auto kernel = mv_kernel<A, N, RW, U, kSmem, D, kTrace>;
   int dev = 0, sms = 1, occ = 1;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);

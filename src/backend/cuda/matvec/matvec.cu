@@ -66,7 +66,7 @@ PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
     q_row_bytes = o.q_row_bytes, m_offset = o.m_offset, m_row_bytes = o.m_row_bytes;
     tables = o.tables, owns = o.owns, int8_x = o.int8_x, pdl = o.pdl, pipe = o.pipe;
     pipe_rows = o.pipe_rows;
-    l2_prefetch = o.l2_prefetch, blocks_per_sm = o.blocks_per_sm, short_pipe = o.short_pipe;
+    l2_prefetch = o.l2_prefetch, blocks_per_sm = o.blocks_per_sm, short_pipe = o.short_pipe, trace = o.trace;
     o.data = nullptr, o.owns = false, o.bytes = 0;
   }
   return *this;
@@ -128,9 +128,6 @@ void matvec(const PackedWeight& W, const float* x, float* y, int n, cudaStream_t
   if (!matvec_fused(W, x, y, n, MatvecFusion{}, stream)) throw Error("CUDA matvec: launch failed");
 }
 
-namespace {
-
-// The kernels' fusions of fu (checked against W).
 MvFuse fuse_of(const PackedWeight& W, int n, const MatvecFusion& fu) {
   MvFuse f;
   for (int i = 0; i < 2 && fu.more[i]; ++i) {
@@ -178,10 +175,9 @@ MvFuse fuse_of(const PackedWeight& W, int n, const MatvecFusion& fu) {
   f.l2_bytes = W.l2_prefetch;
   f.blocks_per_sm = W.blocks_per_sm;
   f.short_pipe = W.short_pipe;
+  f.trace = W.trace;
   return f;
 }
-
-}  // namespace
 
 bool matvec_fused(const PackedWeight& W, const float* x, float* y, int n, const MatvecFusion& fu,
                   cudaStream_t stream) {

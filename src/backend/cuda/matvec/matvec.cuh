@@ -93,6 +93,7 @@ struct PackedWeight {
   int64_t l2_prefetch = 0;     // bytes a launch prefetches into L2 first (Context::set_l2_prefetch)
   int blocks_per_sm = 0;       // > 0: the persistent grid's cap per SM (Context::set_l2_prefetch)
   int short_pipe = 0;          // n = 1 rows of <= 64 parts pipelined this deep (Context::set_short_pipe)
+  uint64_t* trace = nullptr;   // workbench only: where matvec_traced (variants.cuh) stamps its blocks' phases
 
   PackedWeight() = default;
   PackedWeight(PackedWeight&& o) noexcept { *this = static_cast<PackedWeight&&>(o); }

@@ -67,7 +67,26 @@ struct MvFuse {
   int64_t l2_bytes = 0;
   int32_t blocks_per_sm = 0;
   int64_t l2_block_bytes = 0;
+  // Workbench only (PackedWeight::trace): the per-block phase stamps of mv_kernel's traced
+  // instances (kTrace, mv_trace below; the backend's instances never read it).
+  uint64_t* trace = nullptr;
 };
+
+// mv_kernel's phase stamps (kTrace instances, MvFuse::trace), thread 0 of block (blockIdx.x, blockIdx.y) at
+// trace + kTraceWords * (blockIdx.y * gridDim.x + blockIdx.x): [0] globaltimer at entry, [1]
+// after griddepcontrol.wait, [2] at the end; [3] clock64 at entry, [4] before the wait, [5]
+// after it, [6] after the x prologue, [7] at the end (after a block barrier).
+constexpr int kTraceWords = 8;
+__device__ __forceinline__ void mv_trace(uint64_t* trace, int clock_word, int timer_word) {
+  if (!trace || threadIdx.x != 0) return;
+  uint64_t* t = trace + kTraceWords * (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x);
+  t[clock_word] = static_cast<uint64_t>(clock64());
+  if (timer_word >= 0) {
+    uint64_t g;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+    t[timer_word] = g;
+  }
+}
 
 // Prefetches bytes (a multiple of 16, at a 16-byte aligned address) of global memory into L2.
 __device__ __forceinline__ void l2_prefetch(const void* p, int64_t bytes) {

@@ -15,10 +15,12 @@ namespace df::cudamv {
 void prepare_fast_variants();
 void prepare_dp4a_variants();
 void prepare_dp4a_pipe_variants();
+void prepare_traced();
 inline void prepare_variants() {
   prepare_fast_variants();
   prepare_dp4a_variants();
   prepare_dp4a_pipe_variants();
+  prepare_traced();
 }
 
 // The f32-x planar kernel at n = 1 in configuration code = 10 * RW (rows per warp) + U (parts
@@ -38,5 +40,12 @@ bool matvec_dp4a_variant(const PackedWeight& W, const float* x, float* y, int co
 bool matvec_dp4a_pipe_variant(const PackedWeight& W, const float* x, float* y, int code, cudaStream_t s, int n = 1);
 // Its registers per thread and local-memory (spill) bytes; false when there is no such variant.
 bool matvec_dp4a_pipe_regs(GgmlType t, int code, int& regs, int& local_bytes, int n = 1);
+
+// The backend's n = 1 launch of a Q4_0 or Q8_0 matrix with int8 x and pipelined loads (W.int8_x,
+// W.pipe; family_dp4a.cu's configuration) and the fusions fu, by mv_kernel's traced instance:
+// every block stamps its phases into W.trace (mv_fuse.cuh mv_trace; kTraceWords per block, by
+// block index). The same bits as matvec_fused. False (nothing launched) for other types, or
+// W without int8 x or pipelined loads.
+bool matvec_traced(const PackedWeight& W, const float* x, float* y, const MatvecFusion& fu, cudaStream_t s);
 
 }  // namespace df::cudamv
