@@ -80,7 +80,8 @@ bool can_fuse(const PlanarView& v, const MvFuse& f, bool allow_smem = !A::kGloba
   return (!f.norm_w || smem) && (!f.swiglu || RW == 2);
 }
 
-template <class A, int N, int RW, int U, int D = 0>
+// kTrace: mv_kernel's traced instances (the workbench's variants_trace.cu); the backend's are false.
+template <class A, int N, int RW, int U, int D = 0, bool kTrace = false>
 void launch_mv(const PlanarView& v, const float* x, float* y, cudaStream_t s, bool allow_smem = !A::kGlobalX,
                const MvFuse& f = MvFuse{}) {
   const size_t smem = smem_of<A, N>(v.cols, f.norm_w != nullptr);
@@ -90,22 +91,22 @@ void launch_mv(const PlanarView& v, const float* x, float* y, cudaStream_t s, bo
     // two blocks per SM (the norm prologue stages its copy anyway).
     const size_t staged = xq_bytes(N, v.cols, true);
     if (f.stage_x && !f.norm_w && staged <= kStageSmem) {
-      launch_persistent<A, N, RW, U, true, D>(v, x, y, staged, s, f);
+      launch_persistent<A, N, RW, U, true, D, kTrace>(v, x, y, staged, s, f);
       return;
     }
     MvFuse g = f;
     g.stage_x = false;
-    launch_persistent<A, N, RW, U, true, D>(v, x, y, smem, s, g);
+    launch_persistent<A, N, RW, U, true, D, kTrace>(v, x, y, smem, s, g);
   } else if (allow_smem && smem <= kMaxSmem)
-    launch_persistent<A, N, RW, U, true>(v, x, y, smem, s, f);
+    launch_persistent<A, N, RW, U, true, 0, kTrace>(v, x, y, smem, s, f);
   else
-    launch_persistent<A, N, RW, U, false>(v, x, y, 0, s, f);
+    launch_persistent<A, N, RW, U, false, 0, kTrace>(v, x, y, 0, s, f);
 }
 
 // Allows the shared-memory kernel its largest x copy (called once per Context).
-template <class A, int N, int RW, int U, int D = 0>
+template <class A, int N, int RW, int U, int D = 0, bool kTrace = false>
 void prepare_mv() {
-  cudaFuncSetAttribute(mv_kernel<A, N, RW, U, true, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute(mv_kernel<A, N, RW, U, true, D, kTrace>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(kMaxSmem));
 }
 
@@ -186,7 +187,7 @@ int short_depth(const PlanarView& v, const MvFuse& f) {
 // Launches with the fusions of f; false (nothing launched) when this n cannot fuse them.
 // x in shared memory: the formats that read it there, and the global-x (float) formats with a
 // norm prologue when f.float_norm (x read from either place gives the same bits).
-template <class A, int N, template <class, int> class P = NoPipe>
+template <class A, int N, template <class, int> class P = NoPipe, bool kTrace = false>
 bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse& f, cudaStream_t s) {
   constexpr int RW = DefaultConfig<A, N>::kRW, U = DefaultConfig<A, N>::kU;
   const bool smem_x = !A::kGlobalX || (f.norm_w && f.float_norm);
@@ -197,11 +198,11 @@ bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse
       g.stage_x = false;
       if constexpr (short_max_of<A>() >= 4) {
         if (d == 4) {
-          launch_mv<A, N, 2, 1, 4>(v, x, y, s, smem_x, g);
+          launch_mv<A, N, 2, 1, 4, kTrace>(v, x, y, s, smem_x, g);
           return true;
         }
       }
-      launch_mv<A, N, 2, 1, 2>(v, x, y, s, smem_x, g);
+      launch_mv<A, N, 2, 1, 2, kTrace>(v, x, y, s, smem_x, g);
       return true;
     }
   }
@@ -214,15 +215,15 @@ bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse
       g.stage_x = C::kStage;
       if (f.swiglu) {
         if constexpr (!sw_on<C>()) return false;
-        else launch_mv<A, N, 2, sw_u<C>(), sw_d<C>()>(v, x, y, s, smem_x, g);
+        else launch_mv<A, N, 2, sw_u<C>(), sw_d<C>(), kTrace>(v, x, y, s, smem_x, g);
       } else {
-        launch_mv<A, N, C::kRW, C::kU, C::kD>(v, x, y, s, smem_x, g);
+        launch_mv<A, N, C::kRW, C::kU, C::kD, kTrace>(v, x, y, s, smem_x, g);
       }
       return true;
     }
   }
   if (!can_fuse<A, N, RW>(v, f, smem_x)) return false;
-  launch_mv<A, N, RW, U>(v, x, y, s, smem_x, f);
+  launch_mv<A, N, RW, U, 0, kTrace>(v, x, y, s, smem_x, f);
   return true;
 }
 
@@ -241,18 +242,18 @@ bool launch_mv_default(const PlanarView& v, const float* x, float* y, int n, cud
   }
 }
 
-template <class A, int N, template <class, int> class P>
+template <class A, int N, template <class, int> class P, bool kTrace = false>
 void prepare_mv_n() {
-  prepare_mv<A, N, DefaultConfig<A, N>::kRW, DefaultConfig<A, N>::kU>();
+  prepare_mv<A, N, DefaultConfig<A, N>::kRW, DefaultConfig<A, N>::kU, 0, kTrace>();
   if constexpr (N == 1 && A::kInt8X) {  // short rows (short_depth)
-    prepare_mv<A, N, 2, 1, 2>();
-    if constexpr (short_max_of<A>() >= 4) prepare_mv<A, N, 2, 1, 4>();
+    prepare_mv<A, N, 2, 1, 2, kTrace>();
+    if constexpr (short_max_of<A>() >= 4) prepare_mv<A, N, 2, 1, 4, kTrace>();
   }
   if constexpr (pipe_on<P<A, N>>()) {
     using C = P<A, N>;
-    prepare_mv<A, N, C::kRW, C::kU, C::kD>();
+    prepare_mv<A, N, C::kRW, C::kU, C::kD, kTrace>();
     if constexpr (sw_on<C>() && (C::kRW != 2 || sw_u<C>() != C::kU || sw_d<C>() != C::kD))
-      prepare_mv<A, N, 2, sw_u<C>(), sw_d<C>()>();  // the SwiGLU pair
+      prepare_mv<A, N, 2, sw_u<C>(), sw_d<C>(), kTrace>();  // the SwiGLU pair
   }
 }
 

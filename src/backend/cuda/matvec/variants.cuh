@@ -41,11 +41,11 @@ bool matvec_dp4a_pipe_variant(const PackedWeight& W, const float* x, float* y, i
 // Its registers per thread and local-memory (spill) bytes; false when there is no such variant.
 bool matvec_dp4a_pipe_regs(GgmlType t, int code, int& regs, int& local_bytes, int n = 1);
 
-// The backend's n = 1 launch of a Q4_0 or Q8_0 matrix with int8 x and pipelined loads (W.int8_x,
-// W.pipe; family_dp4a.cu's configuration) and the fusions fu, by mv_kernel's traced instance:
+// The backend's n = 1 launch of a Q4_0 or Q8_0 matrix with int8 x (W.int8_x) and the fusions fu
+// (the configuration matvec_fused would take, W.pipe and all) by mv_kernel's traced instances:
 // every block stamps its phases into W.trace (mv_fuse.cuh mv_trace; kTraceWords per block, by
-// block index). The same bits as matvec_fused. False (nothing launched) for other types, or
-// W without int8 x or pipelined loads.
+// block index). The same bits as matvec_fused. False (nothing launched) for other types, W
+// without int8 x, or fusions this shape cannot take.
 bool matvec_traced(const PackedWeight& W, const float* x, float* y, const MatvecFusion& fu, cudaStream_t s);
 
 }  // namespace df::cudamv
