@@ -125,6 +125,10 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "GPU one-row int8-x matvecs whose rows have at most 64 parts (2048 columns of Q4_K) with their loads "
                  "pipelined 2 or 4 steps ahead, two rows per warp (default 0: the format's loop; the same bits)")
       ->check(CLI::IsMember({0, 2, 4}));
+  app.add_flag("--cuda-mv-stage-x,!--no-cuda-mv-stage-x", f.cuda_mv_stage_x,
+               "GPU int8-x matvecs without a norm prologue: x copied into shared memory in one round trip "
+               "(cp.async) before it is rounded, instead of rounded from global memory in steps (default off; "
+               "the same bits)");
   app.add_flag("--cuda-prefill-sgemm,!--no-cuda-prefill-sgemm", f.cuda_prefill_sgemm,
                "GPU prefill: F32 weights (MoE routers, float models) by FP32 cuBLAS instead of the f16 tile kernel "
                "(default on)");
@@ -219,6 +223,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_mv_blocks_per_sm = f.cuda_mv_blocks_per_sm;
   o.cuda_moe_pipe = f.cuda_moe_pipe;
   o.cuda_mv_short_pipe = f.cuda_mv_short_pipe;
+  o.cuda_mv_stage_x = f.cuda_mv_stage_x;
   o.cuda_moe_streamed_fused = f.cuda_moe_streamed_fused;
   o.expert_cache_mb = f.expert_cache_mb;
   o.expert_source = f.expert_source;

@@ -48,6 +48,7 @@ struct ModelFlags {
   int cuda_mv_blocks_per_sm = 0;     // --cuda-mv-blocks-per-sm
   int cuda_moe_pipe = 2;             // --cuda-moe-pipe 0|2|4
   int cuda_mv_short_pipe = 0;        // --cuda-mv-short-pipe 0|2|4
+  bool cuda_mv_stage_x = false;      // --cuda-mv-stage-x / --no-cuda-mv-stage-x
   bool cuda_prefill_sgemm = true;    // --cuda-prefill-sgemm
   bool cuda_moe_streamed_fused = true;  // --cuda-moe-streamed-fused / --no-cuda-moe-streamed-fused
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)

@@ -78,6 +78,10 @@ struct EngineOptions {
   // different on the default model, alternating runs).
   int cuda_moe_pipe = 2;
   int cuda_mv_short_pipe = 0;
+  // CUDA int8-x matvecs without a norm prologue copy x into shared memory by cp.async (one
+  // round trip) before rounding it, instead of rounding from global memory in steps
+  // (CudaOptions::mv_stage_x; the same bits). Default off until measured in the decode step.
+  bool cuda_mv_stage_x = false;
   // CUDA prefill (more than 16 rows): F32 weights by FP32 cuBLAS (CudaOptions::prefill_sgemm)
   // instead of the f16 tile kernel.
   bool cuda_prefill_sgemm = true;

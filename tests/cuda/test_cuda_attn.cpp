@@ -147,11 +147,13 @@ std::string name(const QkCase& c) {
 }
 
 // One launch gives the bits of qk_norm_rope then attention (outputs and cache), with the
-// fused merge, with the merge kernel and in the 256-thread kernel; and the CPU's results within
-// the attention budget.
+// fused merge, with the merge kernel and in the 256-thread kernel; the lean launches (a row with
+// one used slice written by its block, the others merged by their last slice) give the merge
+// kernel's bits; and the CPU's results within the attention budget.
 TEST(CudaAttn, FusedQkNormRopeIsTheTwoOpsBits) {
   DF_REQUIRE_GPU();
   for (const QkCase& c : kQkCases) {
+    std::vector<float> by_cfg[3];
     for (int cfg = 0; cfg < 3; ++cfg) {  // lean; plain (the merge kernel); lean, wide
       const bool lean = cfg != 1, wide = cfg == 2;
       const QkOut fused = qk_attend(backend_with(false, true, lean, wide), c, c.n);
@@ -160,7 +162,10 @@ TEST(CudaAttn, FusedQkNormRopeIsTheTwoOpsBits) {
       EXPECT_EQ(0, std::memcmp(fused.out.data(), two.out.data(), fused.out.size() * 4)) << name(c) << " cfg " << cfg;
       EXPECT_EQ(fused.K, two.K) << name(c) << " cfg " << cfg;
       EXPECT_EQ(fused.V, two.V) << name(c) << " cfg " << cfg;
+      by_cfg[cfg] = fused.out;
     }
+    for (int cfg : {0, 2})
+      EXPECT_EQ(0, std::memcmp(by_cfg[cfg].data(), by_cfg[1].data(), by_cfg[1].size() * 4)) << name(c) << " cfg " << cfg;
     const QkOut fused = qk_attend(backend_with(false, true, true), c, c.n);
     const QkOut ref = qk_attend(cpu_ref(), c, c.n, false);
     for (float x : fused.out) ASSERT_TRUE(std::isfinite(x)) << name(c);

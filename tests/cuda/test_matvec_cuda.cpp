@@ -360,6 +360,42 @@ TEST(MatvecCudaL2Prefetch, PrefetchGivesTheSameBits) {
   }
 }
 
+// x staged in shared memory by cp.async before it is rounded (Context::set_stage_x,
+// PackedWeight::stage_x: MvFuse::stage_x) reads the same values into the same rounding: every
+// row's bits equal those of the unstaged prologue, for the int8-x formats (pipelined and not),
+// n = 1, 3 and 8 (8 rows of 9728 columns do not fit the staging bound: the unstaged launch), and
+// widths of one to several rounding steps of the block.
+TEST(MatvecCudaStageX, StagedXGivesTheSameBits) {
+  DF_SKIP_WITHOUT_GPU();
+  Context ctx(true, true, true);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::IQ4_XS}) {
+    const int64_t shapes[][2] = {{67, 768}, {9000, 512}, {700, 9728}, {2560, 4096}};
+    for (const auto& sh : shapes)
+      for (int n : {1, 3, 8}) {
+        const int64_t rows = sh[0], cols = sh[1];
+        SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " n " +
+                     std::to_string(n));
+        const auto blocks = testing::random_blocks(t, cols, rows, 80 + rows);
+        PackedWeight W = pack_weight(ctx, t, cols, rows, blocks.data());
+        ASSERT_TRUE(W.int8_x);
+        const auto x = testing::random_x(n * cols, 81 + rows);
+        DeviceBuffer<float> dx(x.size()), dy(n * rows);
+        ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        std::vector<float> out[2];
+        for (int staged = 0; staged < 2; ++staged) {
+          W.stage_x = staged == 1;
+          ASSERT_EQ(cudaMemset(dy.p, 0xff, n * rows * 4), cudaSuccess);
+          matvec(W, dx.p, dy.p, n, nullptr);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          out[staged].resize(static_cast<size_t>(n * rows));
+          ASSERT_EQ(cudaMemcpy(out[staged].data(), dy.p, n * rows * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        }
+        for (float f : out[0]) ASSERT_TRUE(std::isfinite(f));
+        ASSERT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4), 0);
+      }
+  }
+}
+
 TEST(MatvecCudaErrors, BadArguments) {
   DF_SKIP_WITHOUT_GPU();
   EXPECT_THROW(packed_bytes(GgmlType::Q4_K, 100, 4), Error);  // not a multiple of 256

@@ -2,7 +2,7 @@
 # Shared part of the lead's device runs (sourced by stopNN_run.sh from stop 25 on):
 #   lead_unpack DIR   unpack DIR/bins.tar.xz (bench/cuda/pack.sh) there, set the loader and PATH
 #   mk FILE ARGS...   df_make_model into FILE unless it exists (niced; log in $OUT/make.txt)
-#   bench NAME MODEL ARGS...   diskformer bench --device cuda --output json into $OUT/b_NAME.json and
+#   bench NAME MODEL ARGS...   diskformer (DFBIN: another binary) bench --device cuda --output json into $OUT/b_NAME.json and
 #                     a one-line summary; skipped once BUDGET s (default 430) have passed
 #   lead_tests        df_cuda_tests (TESTS_TIMEOUT s, default 330) into $OUT/tests.txt and its summary
 #   lead_collect      the b_*.json into $OUT/benches.json, tests.txt xz'ed
@@ -31,7 +31,7 @@ lead_tests() {
 bench() {  # name model args...
   local name=$1 model=$2; shift 2
   [ $((SECONDS - T0)) -lt ${BUDGET:-430} ] || { echo "skip $name (time)"; return; }
-  timeout 80 $D/diskformer bench -m "$model" --device cuda --output json -q "$@" > $OUT/b_$name.json 2>> $OUT/log.txt
+  timeout 80 ${DFBIN:-$D/diskformer} bench -m "$model" --device cuda --output json -q "$@" > $OUT/b_$name.json 2>> $OUT/log.txt
   echo "bench $name rc=$? $((SECONDS - T0)) s"
   python3 -c "
 import json,sys; d=json.load(open(sys.argv[1]))

@@ -112,6 +112,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   weights_ = std::make_unique<PackedWeights>(opt.int8_x, opt.pdl, opt.mv_pipe, opt.mv_pipe_rows);
   weights_->tables.set_l2_prefetch(opt.l2_prefetch_bytes, opt.mv_blocks_per_sm);
   weights_->tables.set_short_pipe(opt.mv_short_pipe);
+  weights_->tables.set_stage_x(opt.mv_stage_x);
   fuse_ = opt.fuse;
   lean_ = opt.lean_kernels;
   attn_v1_ = opt.attn_v1;
@@ -759,6 +760,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   o.moe_pipe = opt.cuda_moe_pipe;
   o.mv_short_pipe = opt.cuda_mv_short_pipe;
+  o.mv_stage_x = opt.cuda_mv_stage_x;
   o.moe_streamed_fused = opt.cuda_moe_streamed_fused;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;

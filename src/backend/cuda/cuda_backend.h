@@ -150,6 +150,10 @@ struct CudaOptions {
   // same bits (CudaOps.MoePipeIsThePlainBits).
   int moe_pipe = 0;
   int mv_short_pipe = 0;
+  // int8-x matvecs without a norm prologue stage x in shared memory by cp.async (one round trip
+  // for the whole row) before rounding it (cudamv::Context::set_stage_x; MvFuse::stage_x where
+  // the copy fits launch.cuh's kStageSmem). The same bits.
+  bool mv_stage_x = false;
   // Streamed experts (expert_cache_bytes) take the resident stacks' decode launches: one row
   // runs the fused expert block (4 launches after the router, the shared expert as the slot
   // of id E outside the cache's tables: cudamv::MatvecFusion::extra; then the cache's three

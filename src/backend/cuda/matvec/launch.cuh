@@ -212,7 +212,7 @@ bool launch_mv_fused(const PlanarView& v, const float* x, float* y, const MvFuse
     if (f.pipe && (N == 1 || f.pipe_rows)) {
       if (!can_fuse<A, N, 2>(v, f, smem_x)) return false;  // the SwiGLU pair at two rows per warp
       MvFuse g = f;
-      g.stage_x = C::kStage;
+      g.stage_x = C::kStage || f.stage_x;  // the configuration's, or Context::set_stage_x
       if (f.swiglu) {
         if constexpr (!sw_on<C>()) return false;
         else launch_mv<A, N, 2, sw_u<C>(), sw_d<C>(), kTrace>(v, x, y, s, smem_x, g);

@@ -62,6 +62,11 @@ class Context {
   // (2 or 4; 0: the format's configuration) steps ahead, two rows per warp. Same bits.
   void set_short_pipe(int depth) { short_pipe_ = depth; }
   int short_pipe() const { return short_pipe_; }
+  // int8-x launches without a norm prologue of the weights packed after this call: x staged in
+  // shared memory by cp.async before it is rounded (MvFuse::stage_x, where launch.cuh's
+  // kStageSmem holds the copy). Same bits.
+  void set_stage_x(bool on) { stage_x_ = on; }
+  bool stage_x() const { return stage_x_; }
 
  private:
   void* tables_ = nullptr;
@@ -69,6 +74,7 @@ class Context {
   int64_t l2_bytes_ = 0;
   int blocks_per_sm_ = 0;
   int short_pipe_ = 0;
+  bool stage_x_ = false;
 };
 
 // Whether a weight of this type and width gets the int8-x kernels (under Context::int8_x).
@@ -93,6 +99,7 @@ struct PackedWeight {
   int64_t l2_prefetch = 0;     // bytes a launch prefetches into L2 first (Context::set_l2_prefetch)
   int blocks_per_sm = 0;       // > 0: the persistent grid's cap per SM (Context::set_l2_prefetch)
   int short_pipe = 0;          // n = 1 rows of <= 64 parts pipelined this deep (Context::set_short_pipe)
+  bool stage_x = false;        // int8-x x staged by cp.async (Context::set_stage_x)
   uint64_t* trace = nullptr;   // workbench only: where matvec_traced (variants.cuh) stamps its blocks' phases
 
   PackedWeight() = default;

@@ -78,50 +78,32 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < KW; ++i) wq[i] = __ldg(f.q_norm + lane + 32 * i);
   }
-  pdl_wait();
-  pdl_trigger();
-  const int64_t last = pos ? pos[r] : pos0 + r;
-  const int64_t used64 = last / sp.split_len + 1;
-  const int used = static_cast<int>(used64 < sp.n_splits ? used64 : sp.n_splits);
-  if (counters && sp.n_splits > 1 && slice >= used) return;
-  const int64_t s0 = slice * sp.split_len;
-  const int64_t s1 = min(s0 + sp.split_len, last + 1);
-
-  const float* qr = q + r * qs + static_cast<int64_t>(hk) * G * HD;
-  auto query_heads = [&] {  // sQ: the group's query heads, scaled (FUSED: normed and rotated here)
-    if constexpr (FUSED) {
-      for (int g = warp; warp < kNormWarps && g < G; g += kNormWarps)
-        norm_rope_head<KW>(qr + g * HD, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane,
-                           [&](int c, float o) { sQ[g * HD + c] = o * a.scale; });
-    } else {
-      for (int i = t; i < G * HD; i += kThreads) sQ[i] = qr[i] * a.scale;
-    }
+  // The slice's extent and (FUSED) its first tile's loads come before the wait: the cache rows
+  // the kernel reads were written by earlier steps (kernels complete before the previous kernel
+  // passed its own wait and triggered this launch), the call's own positions are made from k
+  // and v after the wait (is_new rows are not loaded), and pos is an input of the step. Without
+  // the fusion the previous kernel may be the kv_store of these rows: everything after the wait.
+  int64_t last = 0, s0 = 0, s1 = 0;
+  int used = 0;
+  auto extent = [&] {
+    last = pos ? pos[r] : pos0 + r;
+    const int64_t used64 = last / sp.split_len + 1;
+    used = static_cast<int>(used64 < sp.n_splits ? used64 : sp.n_splits);
+    s0 = slice * sp.split_len;
+    s1 = min(s0 + sp.split_len, last + 1);
   };
-  constexpr bool kWide = kThreads > 128;
-  if constexpr (!kWide) query_heads();
   // FUSED: the call's rows' positions (ascending) are made from k and v, not read.
   const int rows = static_cast<int>(gridDim.z);
-  const int64_t first = FUSED ? pos[0] : 0;  // FUSED: pos given
   auto is_new = [&](int64_t p) {
     bool hit = false;
     if constexpr (FUSED) {
-      if (p >= first) {
+      if (p >= pos[0]) {  // FUSED: pos given
 #pragma unroll 1
         for (int j = 0; j < rows; ++j) hit = hit || pos[j] == p;
       }
     }
     return hit;
   };
-  if (t < kGqaMaxGroup) sM[t] = -INFINITY, sL[t] = 0.0f;
-
-  // The V-sum share of thread t: dims d0 .. d0 + DT - 1 of heads gs, gs + HG, ...
-  const int d0 = (t % (HD / DT)) * DT, gs = t / (HD / DT);
-  float acc[NJ][DT];
-#pragma unroll
-  for (int j = 0; j < NJ; ++j)
-#pragma unroll
-    for (int e = 0; e < DT; ++e) acc[j][e] = 0.0f;
-
   const __half* Kh = K + static_cast<int64_t>(hk) * HD;
   const __half* Vh = V + static_cast<int64_t>(hk) * HD;
   uint4 rk[LOADS], rv[LOADS];
@@ -137,8 +119,41 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   };
-  if (s0 < s1) load(s0);
-  if constexpr (kWide) query_heads();  // wide: while the first tile's loads are in flight
+  if constexpr (FUSED) {
+    extent();
+    if (s0 < s1) load(s0);
+  }
+  pdl_wait();
+  pdl_trigger();
+  if constexpr (!FUSED) extent();
+  if (counters && sp.n_splits > 1 && slice >= used) return;
+
+  const float* qr = q + r * qs + static_cast<int64_t>(hk) * G * HD;
+  auto query_heads = [&] {  // sQ: the group's query heads, scaled (FUSED: normed and rotated here)
+    if constexpr (FUSED) {
+      for (int g = warp; warp < kNormWarps && g < G; g += kNormWarps)
+        norm_rope_head<KW>(qr + g * HD, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane,
+                           [&](int c, float o) { sQ[g * HD + c] = o * a.scale; });
+    } else {
+      for (int i = t; i < G * HD; i += kThreads) sQ[i] = qr[i] * a.scale;
+    }
+  };
+  constexpr bool kWide = kThreads > 128;
+  // Not fused, 128 threads: the query heads, then the first tile's loads (fewer registers live
+  // across the heads' work); wide: the loads first, in flight during the heads' work.
+  if constexpr (!kWide && !FUSED) query_heads();
+  if (t < kGqaMaxGroup) sM[t] = -INFINITY, sL[t] = 0.0f;
+
+  // The V-sum share of thread t: dims d0 .. d0 + DT - 1 of heads gs, gs + HG, ...
+  const int d0 = (t % (HD / DT)) * DT, gs = t / (HD / DT);
+  float acc[NJ][DT];
+#pragma unroll
+  for (int j = 0; j < NJ; ++j)
+#pragma unroll
+    for (int e = 0; e < DT; ++e) acc[j][e] = 0.0f;
+
+  if (!FUSED && s0 < s1) load(s0);
+  if constexpr (kWide || FUSED) query_heads();  // while the first tile's loads are in flight
   for (int64_t p0 = s0; p0 < s1; p0 += TP) {
     __syncthreads();  // the previous tile's shared reads are done (first: sQ, sM, sL written)
 #pragma unroll
@@ -233,7 +248,10 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();  // sM, sL final (also for an empty slice)
-  if (sp.n_splits == 1) {
+  // One slice (or, with the fused merge, the row's only used slice): the output straight from
+  // this block. merge_slices over one slice gives these bits (its weight expf(m - m) = 1, its
+  // sum l + zeros, 0 + acc * 1, then times 1 / l), so rows keep their bits whatever the batch.
+  if (sp.n_splits == 1 || (counters && used == 1)) {
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
       const int g = gs + j * HG;
