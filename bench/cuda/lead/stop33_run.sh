@@ -17,6 +17,7 @@
 #   cp build/diskformer /tmp/diskformer_278 (before the change); bench/cuda/pack.sh .devcarry/lf34
 #     build/tests/df_cuda_tests build/diskformer /tmp/diskformer_278 build/df_make_model
 #   PART=ab2 CARRY=.devcarry/lf34 bash bench/cuda/lead/stop33_run.sh
+#   (short of device time: T27=0 QUICK=1 MODELS=q4_0 TEST_ARGS=--gtest_filter=... as in the docs)
 #   PART=trace: stop32_run.sh's trace part (its own carry, .devcarry/lf32b).
 #   bench/cuda/pack.sh .devcarry/lf32 build/tests/df_cuda_tests build/diskformer build/df_make_model
 #   PART=all CARRY=.devcarry/lf32 bash bench/cuda/lead/stop33_run.sh
@@ -77,10 +78,13 @@ elif [ "${PART}" = ab ]; then
 elif [ "${PART}" = ab2 ]; then
   chmod +x $D/diskformer_278
   OLD=$D/diskformer_278
-  ( for m in q4_0 q8_0; do mk /tmp/q3_4b_$m.gguf --preset qwen3_4b --type $m & done; wait ) &
+  ( for m in ${MODELS:-q4_0 q8_0}; do mk /tmp/q3_4b_$m.gguf --preset qwen3_4b --type $m & done; wait ) &
   MK=$!
-  ( sleep 30; mk /tmp/q35_27b_q4_0.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random ) &
-  MK27=$!
+  MK27=
+  if [ "${T27:-300}" -gt 0 ]; then
+    ( sleep 30; mk /tmp/q35_27b_q4_0.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random ) &
+    MK27=$!
+  fi
   TESTS_TIMEOUT=${TESTS_TIMEOUT:-200} lead_tests ${TEST_ARGS:-}
   wait $MK; grep make $OUT/make.txt
   BUDGET=9999
@@ -88,15 +92,16 @@ elif [ "${PART}" = ab2 ]; then
     DFBIN=$OLD bench q4_0_p16_old$rep /tmp/q3_4b_q4_0.gguf -p 16 -n 128 -r 2
     bench q4_0_p16_new$rep /tmp/q3_4b_q4_0.gguf -p 16 -n 128 -r 2
   done
-  DFBIN=$OLD bench q4_0_p512_old /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2
-  bench q4_0_p512_new /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2
-  DFBIN=$OLD bench q8_0_old /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2
-  bench q8_0_new /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2
   DFBIN=$OLD bench default_old models/default.gguf -p 512 -n 128 -r 2
   bench default_new models/default.gguf -p 512 -n 128 -r 2
-  bench default_mtp_new models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt
-  wait $MK27; grep make $OUT/make.txt | tail -1
-  if [ $((SECONDS - T0)) -lt 300 ]; then
+  if [ -z "${QUICK:-}" ]; then  # QUICK=1: 4B Q4_0 at short context and the default model only
+    DFBIN=$OLD bench q4_0_p512_old /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2
+    bench q4_0_p512_new /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2
+    DFBIN=$OLD bench q8_0_old /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2
+    bench q8_0_new /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2
+    bench default_mtp_new models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt
+  fi
+  if [ -n "$MK27" ] && wait $MK27 && [ $((SECONDS - T0)) -lt ${T27:-300} ]; then
     DFBIN=$OLD bench q27_old /tmp/q35_27b_q4_0.gguf -p 512 -n 64 -r 1
     bench q27_new /tmp/q35_27b_q4_0.gguf -p 512 -n 64 -r 1
   fi
