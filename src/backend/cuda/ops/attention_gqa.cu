@@ -68,9 +68,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float sM[kGqaMaxGroup], sL[kGqaMaxGroup], sC[kGqaMaxGroup];
   __shared__ int sTicket;
   __shared__ float sX[FUSED ? kNormWarps : 1][FUSED ? HD : 1];  // a warp's head scratch (norm_rope_head)
-  // Key/value heads along x: the blocks of slice 0 of every head are scheduled first (at short
-  // contexts most slices are past every row's position and exit at once).
-  const int slice = blockIdx.y, hk = blockIdx.x;
+  const int slice = blockIdx.x, hk = blockIdx.y;
   const int64_t r = blockIdx.z;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int G = a.n_head / a.n_head_kv;
@@ -123,9 +121,6 @@ __global__ void __launch_bounds__(kThreads)
   };
   if constexpr (FUSED) {
     extent();
-    // A slice past the row's position has nothing to do: it exits without waiting (slice 0 of
-    // the row always waits, so this grid still completes after the previous kernel).
-    if (sp.n_splits > 1 && slice >= used) return;
     if (s0 < s1) load(s0);
   }
   pdl_wait();
@@ -316,7 +311,7 @@ void launch_hd(const float* q, int64_t qs, int64_t rows, const __half* K, const 
                const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch, float* out, int64_t os,
                int32_t* counters, cudaStream_t s, bool pdl, const GqaFuse* fuse, bool wide) {
   const AttnSplit sp = attention_split(rows, a);
-  const dim3 grid(static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(sp.n_splits),
+  const dim3 grid(static_cast<unsigned>(sp.n_splits), static_cast<unsigned>(a.n_head_kv),
                   static_cast<unsigned>(rows));
   const GqaFuse f = fuse ? *fuse : GqaFuse{};
   auto go = [&](auto kernel, int threads) {
