@@ -18,6 +18,10 @@
 // instead of reading them from the cache, and the block of a row's own position (its last
 // slice) stores that row's K and V into the cache. One launch instead of two, the same bits as
 // qk_norm_rope then attention. q and k are not written.
+// Fused, a block issues its first tile's K / V loads before griddepcontrol.wait (the rows it
+// reads there were written by earlier steps; its own positions are made after the wait), and a
+// row whose only used slice is the block's writes its output directly (the bits of the merge of
+// one slice) instead of partials, ticket and merge.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -55,7 +59,8 @@ constexpr int64_t kGqaFuseMaxRows = 8;
 // Arguments as launch_attention's; scratch of attention_scratch_floats(rows, a) floats.
 // fuse (may be null): the fused qk_norm_rope above (pos must be given, rows <= kGqaFuseMaxRows).
 // wide: 256 threads a block instead of 128 over the same tiles (scores, V sums and loads split
-// finer; the first tile's loads issued before the query heads' work): the same bits.
+// finer; unfused, the first tile's loads issued before the query heads' work, as the fused kernel
+// always does): the same bits.
 void launch_attention_gqa(const float* q, int64_t q_stride, int64_t rows, const __half* K, const __half* V,
                           int64_t kv_stride, const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch,
                           float* out, int64_t out_stride, cudaStream_t s, int32_t* counters, bool pdl,
