@@ -129,6 +129,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "GPU int8-x matvecs without a norm prologue: x copied into shared memory in one round trip "
                "(cp.async) before it is rounded, instead of rounded from global memory in steps (default off; "
                "the same bits)");
+  app.add_option("--cuda-mv-cluster", f.cuda_mv_cluster,
+                 "GPU int8-x matvecs launched as thread block clusters of this many blocks, which round x to int8 "
+                 "once between them (each its share, written into every block's shared memory) instead of once "
+                 "per block (default 4; 0: no clusters; the same bits)")
+      ->check(CLI::IsMember({0, 2, 4, 8}));
   app.add_flag("--cuda-prefill-sgemm,!--no-cuda-prefill-sgemm", f.cuda_prefill_sgemm,
                "GPU prefill: F32 weights (MoE routers, float models) by FP32 cuBLAS instead of the f16 tile kernel "
                "(default on)");
@@ -224,6 +229,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_moe_pipe = f.cuda_moe_pipe;
   o.cuda_mv_short_pipe = f.cuda_mv_short_pipe;
   o.cuda_mv_stage_x = f.cuda_mv_stage_x;
+  o.cuda_mv_cluster = f.cuda_mv_cluster;
   o.cuda_moe_streamed_fused = f.cuda_moe_streamed_fused;
   o.expert_cache_mb = f.expert_cache_mb;
   o.expert_source = f.expert_source;

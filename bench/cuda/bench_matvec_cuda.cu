@@ -420,7 +420,9 @@ int main(int argc, char** argv) {
   app.add_option("--chain", chain_arg,
                  "only the decode chain (no validation, no shapes): comma-separated TYPE:SHAPE, SHAPE 4b or 27b "
                  "(e.g. q4_0:4b,q8_0:4b,q4_0:27b)");
-  app.add_option("--chain-cfgs", chain_cfg_arg, "chain configurations PDL:L2_MB:BLOCKS_PER_SM, comma-separated");
+  app.add_option("--chain-cfgs", chain_cfg_arg,
+                 "chain configurations PDL:L2_MB:BLOCKS_PER_SM[:CLUSTER] (CLUSTER: thread block clusters of the "
+                 "int8-x launches, 0 none), comma-separated");
   bool chain_trace = false;
   app.add_flag("--chain-trace", chain_trace,
                "with --chain: one more replay of the first configuration with per-block phase stamps of every launch "
@@ -481,8 +483,8 @@ int main(int argc, char** argv) {
       std::vector<ChainCfg> cfgs;
       for (const auto& c : split(chain_cfg_arg, ',')) {
         const auto f = split(c, ':');
-        if (f.size() != 3) throw df::Error("--chain-cfgs: PDL:L2_MB:BLOCKS_PER_SM, got " + c);
-        cfgs.push_back({std::stoi(f[0]) != 0, std::stoll(f[1]), std::stoi(f[2])});
+        if (f.size() != 3 && f.size() != 4) throw df::Error("--chain-cfgs: PDL:L2_MB:BLOCKS_PER_SM[:CLUSTER], got " + c);
+        cfgs.push_back({std::stoi(f[0]) != 0, std::stoll(f[1]), std::stoi(f[2]), f.size() == 4 ? std::stoi(f[3]) : 0});
       }
       if (cfgs.empty()) throw df::Error("--chain-cfgs: at least one configuration (the reference of --persist)");
       std::vector<mv::persist::Variant> pvars;

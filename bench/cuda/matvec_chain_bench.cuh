@@ -18,6 +18,7 @@ struct ChainCfg {
   bool pdl;
   int64_t l2_mb;
   int per_sm;
+  int cluster = 0;  // PackedWeight::cluster (thread block clusters rounding x once)
 };
 
 // --chain-trace: one replay of the chain (its first configuration) with each matvec launch's
@@ -132,7 +133,8 @@ json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, 
   auto set = [&](const ChainCfg& c) {
     for (auto& l : L)
       for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wg, &l.wu, &l.wd})
-        w->pdl = c.pdl, w->pipe = true, w->l2_prefetch = c.l2_mb << 20, w->blocks_per_sm = c.per_sm;
+        w->pdl = c.pdl, w->pipe = true, w->l2_prefetch = c.l2_mb << 20, w->blocks_per_sm = c.per_sm,
+        w->cluster = c.cluster;
   };
   // A launch as the backend makes it, or (the weight's trace set: --chain-trace) the same launch
   // by the traced instance (variants.cuh matvec_traced).
@@ -217,11 +219,11 @@ json chain(const mv::Context& ctx, GgmlType t, const ChainShape& sh, double bw, 
     for (float f : out) finite = finite && std::isfinite(f);
     const bool same = std::memcmp(out.data(), base.data(), out.size() * 4) == 0;
     const double gbs = bytes / (ms * 1e-3) / 1e9;
-    runs.push_back({{"pdl", c.pdl}, {"l2_mb", c.l2_mb}, {"blocks_per_sm", c.per_sm}, {"ms", ms}, {"gbs", gbs},
+    runs.push_back({{"pdl", c.pdl}, {"l2_mb", c.l2_mb}, {"blocks_per_sm", c.per_sm}, {"cluster", c.cluster}, {"ms", ms}, {"gbs", gbs},
                     {"pct_of_read_bw", 100.0 * gbs / bw}, {"us_per_launch", 1e3 * ms / (4 * sh.layers)},
                     {"bits_equal_first", same}, {"finite", finite}});
-    std::printf("   pdl %d l2 %5lld MB per_sm %d: %.3f ms %5.0f GB/s (%4.1f %%)%s\n", c.pdl ? 1 : 0,
-                static_cast<long long>(c.l2_mb), c.per_sm, ms, gbs, 100.0 * gbs / bw,
+    std::printf("   pdl %d l2 %5lld MB per_sm %d cluster %d: %.3f ms %5.0f GB/s (%4.1f %%)%s\n", c.pdl ? 1 : 0,
+                static_cast<long long>(c.l2_mb), c.per_sm, c.cluster, ms, gbs, 100.0 * gbs / bw,
                 same && finite ? "" : " (BITS DIFFER or not finite)");
     std::fflush(stdout);
   }

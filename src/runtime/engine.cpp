@@ -71,6 +71,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_moe_pipe = opt.cuda_moe_pipe;
   bo.cuda_mv_short_pipe = opt.cuda_mv_short_pipe;
   bo.cuda_mv_stage_x = opt.cuda_mv_stage_x;
+  bo.cuda_mv_cluster = opt.cuda_mv_cluster;
   bo.cuda_prefill_sgemm = opt.cuda_prefill_sgemm;
   bo.cuda_moe_streamed_fused = opt.cuda_moe_streamed_fused;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;

@@ -396,6 +396,59 @@ TEST(MatvecCudaStageX, StagedXGivesTheSameBits) {
   }
 }
 
+// int8-x launches as thread block clusters (Context::set_cluster, PackedWeight::cluster:
+// MvFuse::cluster): each block rounds its share of x into every block's shared memory, the same
+// bytes as each block rounding all of x, so every row's bits equal the launch without a
+// cluster: planar and raw-block int8-x formats (Q8_0 and Q8_K rounding), plain, with x staged,
+// with the norm prologue and the SwiGLU pair; n = 1, 3 and 8; widths of one to several rounding
+// steps, and row counts too small for two clusters (the launch then takes none).
+TEST(MatvecCudaCluster, ClustersGiveTheSameBits) {
+  DF_SKIP_WITHOUT_GPU();
+  Context ctx(true, true, true);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q2_K, GgmlType::IQ2_XXS}) {
+    const int64_t shapes[][2] = {{5, 512}, {67, 768}, {9000, 512}, {700, 9728}, {2560, 4096}};
+    for (const auto& sh : shapes)
+      for (int n : {1, 3, 8}) {
+        const int64_t rows = sh[0], cols = sh[1];
+        SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " n " +
+                     std::to_string(n));
+        const auto blocks = testing::random_blocks(t, cols, rows, 90 + rows);
+        const auto b1 = testing::random_blocks(t, cols, rows, 91 + rows);
+        PackedWeight W = pack_weight(ctx, t, cols, rows, blocks.data());
+        PackedWeight W1 = pack_weight(ctx, t, cols, rows, b1.data());
+        ASSERT_TRUE(W.int8_x);
+        const auto x = testing::random_x(n * cols, 92 + rows), nw = testing::random_x(cols, 93 + rows);
+        DeviceBuffer<float> dx(x.size()), dn(cols), dy(n * rows);
+        ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dn.p, nw.data(), cols * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        MatvecFusion norm;
+        norm.norm_w = dn.p, norm.eps = 1e-6f;
+        MatvecFusion pair = norm;
+        pair.more[0] = &W1, pair.swiglu = true;
+        // kind 0: plain, 1: x staged, 2: the norm prologue, 3: norm + SwiGLU pair
+        for (int kind = 0; kind < 4; ++kind) {
+          std::vector<float> ref;
+          for (int c : {0, 2, 4, 8}) {
+            W.cluster = W1.cluster = c;
+            W.stage_x = kind == 1;
+            ASSERT_EQ(cudaMemset(dy.p, 0xff, n * rows * 4), cudaSuccess);
+            if (kind < 2) {
+              matvec(W, dx.p, dy.p, n, nullptr);
+            } else if (!matvec_fused(W, dx.p, dy.p, n, kind == 2 ? norm : pair, nullptr)) {
+              break;  // this n cannot fuse it (shared memory): nothing to compare
+            }
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << kind << " " << c;
+            std::vector<float> out(static_cast<size_t>(n * rows));
+            ASSERT_EQ(cudaMemcpy(out.data(), dy.p, n * rows * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+            for (float f : out) ASSERT_TRUE(std::isfinite(f)) << kind << " " << c;
+            if (c == 0) ref = out;
+            else ASSERT_EQ(std::memcmp(ref.data(), out.data(), out.size() * 4), 0) << kind << " " << c;
+          }
+        }
+      }
+  }
+}
+
 TEST(MatvecCudaErrors, BadArguments) {
   DF_SKIP_WITHOUT_GPU();
   EXPECT_THROW(packed_bytes(GgmlType::Q4_K, 100, 4), Error);  // not a multiple of 256

@@ -113,6 +113,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   weights_->tables.set_l2_prefetch(opt.l2_prefetch_bytes, opt.mv_blocks_per_sm);
   weights_->tables.set_short_pipe(opt.mv_short_pipe);
   weights_->tables.set_stage_x(opt.mv_stage_x);
+  weights_->tables.set_cluster(opt.mv_cluster);
   fuse_ = opt.fuse;
   lean_ = opt.lean_kernels;
   attn_v1_ = opt.attn_v1;
@@ -761,6 +762,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.moe_pipe = opt.cuda_moe_pipe;
   o.mv_short_pipe = opt.cuda_mv_short_pipe;
   o.mv_stage_x = opt.cuda_mv_stage_x;
+  o.mv_cluster = opt.cuda_mv_cluster;
   o.moe_streamed_fused = opt.cuda_moe_streamed_fused;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;

@@ -93,6 +93,10 @@ constexpr int default_u_of() {
 __host__ __device__ constexpr size_t xq_bytes(int n, int64_t cols, bool norm) {
   return static_cast<size_t>(n) * static_cast<size_t>((norm ? 4 * xs_stride(cols) : 0) + xq_row_bytes(cols));
 }
+// ... and (norm prologue) the norm weights [cols] f32 after them (int8x_prologue's wsm).
+__host__ __device__ constexpr size_t xqw_bytes(int n, int64_t cols, bool norm) {
+  return xq_bytes(n, cols, norm) + (norm ? 4 * static_cast<size_t>(cols) : 0);
+}
 
 // x rows [N, cols] copied into shared memory (rows of `stride` floats, padded as xs_off) by
 // cp.async: every thread issues all of its 16-byte copies before waiting for any, so the
@@ -111,14 +115,72 @@ __device__ __forceinline__ void stage_x(float* xs, const float* __restrict__ x, 
   __syncthreads();
 }
 
+// This block's rank in its thread block cluster (MvFuse::cluster, launch_persistent; 0 without
+// a cluster launch).
+__device__ __forceinline__ int cluster_rank() {
+  unsigned r;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return static_cast<int>(r);
+}
+// The cluster barrier in two halves: arrive (relaxed: orders nothing; release: this thread's
+// shared-memory writes, local and remote, before the others' acquire) and wait (acquire).
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+
+// quantize_x's store into the xq of every block of the cluster (distributed shared memory):
+// each block rounds its xq_range of x and writes it to all, so every block ends with all of x.
+struct XqCluster {
+  uint32_t base;  // xq's shared-memory address in this block (the same offset in every block)
+  int count;
+  __device__ void operator()(int off, uint32_t a, uint32_t b) const {
+    for (int r = 0; r < count; ++r) {
+      uint32_t dst;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dst) : "r"(base + off), "r"(r));
+      asm volatile("st.shared::cluster.v2.u32 [%0], {%1, %2};" ::"r"(dst), "r"(a), "r"(b) : "memory");
+    }
+  }
+};
+
+// The norm weights [cols] copied into shared memory by cp.async (issued, not waited for: the
+// next stage_x's wait completes them). Weights, so before griddepcontrol.wait.
+__device__ __forceinline__ void stage_norm_w(float* wsm, const float* __restrict__ w, int cols) {
+  const bool a16 = (reinterpret_cast<uintptr_t>(w) & 15) == 0;
+  for (int i = threadIdx.x; i < (a16 ? cols / 4 : cols); i += blockDim.x) {
+    if (a16) {
+      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(wsm + 4 * i));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(w + 4 * i) : "memory");
+    } else {
+      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(wsm + i));
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(w + i) : "memory");
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
 // The int8-x kernels' prologue (every thread of the block): x rows [N, cols] rounded into xq
 // (xq.cuh), normed first when f.norm_w (the f32 copy in xs, rows of `stride` floats: the order
-// of rms_norm_rows, the same bits as unfused), from a staged copy when f.stage_x, else straight
-// from global memory. Ends with the block synchronised.
+// of rms_norm_rows, the same bits as unfused; the norm weights in wsm, staged by stage_norm_w
+// before the wait), from a staged copy when f.stage_x, else straight from global memory.
+// In a cluster launch (f.cluster > 1) each block rounds its xq_range of x and stores it into
+// every block's xq (XqCluster), then the cluster synchronises: the same bytes, each rounded
+// once per cluster instead of once per block. Ends with the block synchronised.
 template <class A, int N>
-__device__ __forceinline__ void int8x_prologue(float* xs, uint8_t* xq, const float* __restrict__ x, int cols, int stride,
-                                               const MvFuse& f) {
+__device__ __forceinline__ void int8x_prologue(float* xs, uint8_t* xq, const float* wsm, const float* __restrict__ x,
+                                               int cols, int stride, const MvFuse& f) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  auto quantize = [&](const auto& src) {
+    if (f.cluster > 1) {
+      int i0, i1;
+      xq_range(N, cols, cluster_rank(), f.cluster, i0, i1);
+      const XqCluster st{static_cast<uint32_t>(__cvta_generic_to_shared(xq)), f.cluster};
+      quantize_x_range<A::kPartElems, A::kQ8K>(src, N, cols, i0, i1, st);
+      cluster_arrive_release();
+      cluster_wait();
+    } else {
+      quantize_x<A::kPartElems, A::kQ8K>(src, N, cols, xq);
+    }
+  };
   if (f.norm_w) {  // the f32 copy, its rows' RMS scales, then the normed rows rounded
     stage_x<N>(xs, x, cols, stride);
     __shared__ float row_scale8[N];
@@ -128,22 +190,20 @@ __device__ __forceinline__ void int8x_prologue(float* xs, uint8_t* xq, const flo
       if (lane == 0) row_scale8[warp] = sc;
     }
     __syncthreads();
-    quantize_x<A::kPartElems, A::kQ8K>(
-        [&](int j, int c) {
-          const float4 a = *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c));
-          const float sc = row_scale8[j];
-          return make_float4(rms_apply(a.x, sc, f.norm_w[c]), rms_apply(a.y, sc, f.norm_w[c + 1]),
-                             rms_apply(a.z, sc, f.norm_w[c + 2]), rms_apply(a.w, sc, f.norm_w[c + 3]));
-        },
-        N, cols, xq);
+    quantize([&](int j, int c) {
+      const float4 a = *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c));
+      const float4 w = *reinterpret_cast<const float4*>(wsm + c);
+      const float sc = row_scale8[j];
+      return make_float4(rms_apply(a.x, sc, w.x), rms_apply(a.y, sc, w.y), rms_apply(a.z, sc, w.z),
+                         rms_apply(a.w, sc, w.w));
+    });
   } else if (f.stage_x) {  // the same values, from the staged copy
     stage_x<N>(xs, x, cols, stride);
-    quantize_x<A::kPartElems, A::kQ8K>(
-        [&](int j, int c) { return *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c)); }, N, cols, xq);
+    quantize([&](int j, int c) { return *reinterpret_cast<const float4*>(xs + j * stride + xs_off(c)); });
   } else {
-    quantize_x<A::kPartElems, A::kQ8K>(
-        [&](int j, int c) { return __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(j) * cols + c)); }, N,
-        cols, xq);
+    quantize([&](int j, int c) {
+      return __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(j) * cols + c));
+    });
   }
   __syncthreads();
 }
@@ -345,6 +405,15 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
       }
     }
   }
+  // int8 x: the norm weights into shared memory (after the int8 x, xqw_bytes), and (cluster
+  // launch) the first half of the barrier that lets the cluster's blocks write into each
+  // other's shared memory (every block of the cluster has started).
+  const int xq_rb = static_cast<int>(xq_row_bytes(v.cols));
+  auto xq_at = [&] { return reinterpret_cast<uint8_t*>(smem4) + (f.norm_w || f.stage_x ? 4 * N * stride : 0); };
+  if constexpr (kSmem && A::kInt8X) {
+    if (f.norm_w) stage_norm_w(reinterpret_cast<float*>(xq_at() + N * xq_rb), f.norm_w, static_cast<int>(v.cols));
+    if (f.cluster > 1) cluster_arrive_relaxed();
+  }
   // Programmatic dependent launch (launch_persistent, MvFuse::pdl): the weight loads above may
   // run before the previous kernel has finished; x and y only after it. Then the next
   // kernel may launch (its blocks take the SMs this grid leaves, and load their weights).
@@ -356,10 +425,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   float* sums = xs + N * stride;
   const int sum_stride = static_cast<int>(v.cols / 16);
   // kInt8X: the int8 x after the f32 copy (norm prologue, or x staged by cp.async: f.stage_x)
-  uint8_t* xq = reinterpret_cast<uint8_t*>(smem4) + (f.norm_w || f.stage_x ? 4 * N * stride : 0);
-  const int xq_rb = static_cast<int>(xq_row_bytes(v.cols));
+  uint8_t* xq = xq_at();
   if constexpr (kSmem && A::kInt8X) {
-    int8x_prologue<A, N>(xs, xq, x, static_cast<int>(v.cols), stride, f);
+    if (f.cluster > 1) cluster_wait();  // every block of the cluster has started
+    int8x_prologue<A, N>(xs, xq, reinterpret_cast<const float*>(xq + N * xq_rb), x, static_cast<int>(v.cols), stride, f);
   } else if constexpr (kSmem) {
     const int cols = static_cast<int>(v.cols);
     if (f.norm_w) {  // x rows RMS-normed (times norm_w) in shared memory, then their sums

@@ -39,24 +39,63 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(slots));
   MvFuse g = f;  // each block's share of the L2 prefetch bound
   g.l2_block_bytes = f.l2_bytes > 0 && !f.ids ? f.l2_bytes / blocks : 0;
-  // Routed launches wait before they read their expert ids (so before any weight load):
-  // programmatic only with f.routed_pdl (CudaOptions::moe_pdl).
-  if (!f.pdl || (f.ids && !f.routed_pdl)) {
-    kernel<<<grid, kWarps * 32, smem, s>>>(v, x, y, g, wpr);
-    return;
-  }
-  // Programmatic dependent launch: may start while the previous kernel of the stream (or graph)
-  // runs; the kernel waits for it before it reads x (griddepcontrol.wait in mv_kernel).
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  g.cluster = 0;
+  cudaLaunchAttribute attr[2];
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(kWarps * 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = 0;
+  // A thread block cluster (f.cluster, int8-x launches with x in shared memory, not routed):
+  // the grid rounded down to whole clusters that can all be resident at once (a persistent
+  // grid's blocks are all resident). None where fewer than two clusters would fit.
+  if constexpr (kSmem && A::kInt8X) {
+    const int c = f.cluster;
+    if (c > 1 && c <= 8 && !f.ids && blocks >= 2 * c) {
+      attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+      attr[cfg.numAttrs].val.clusterDim.x = static_cast<unsigned>(c);
+      attr[cfg.numAttrs].val.clusterDim.y = 1;
+      attr[cfg.numAttrs].val.clusterDim.z = 1;
+      ++cfg.numAttrs;
+      cfg.gridDim.x = static_cast<unsigned>(blocks / c * c);
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        clusters = 0;
+      }
+      const int64_t fit = std::min<int64_t>(blocks / c, clusters);
+      if (fit >= 2) {
+        cfg.gridDim.x = static_cast<unsigned>(fit * c);
+        g.cluster = c;
+      } else {
+        cfg.gridDim.x = grid.x;
+        --cfg.numAttrs;
+      }
+    }
+  }
+  // Routed launches wait before they read their expert ids (so before any weight load):
+  // programmatic only with f.routed_pdl (CudaOptions::moe_pdl).
+  if (f.pdl && (!f.ids || f.routed_pdl)) {
+    // Programmatic dependent launch: may start while the previous kernel of the stream (or
+    // graph) runs; the kernel waits for it before it reads x (griddepcontrol.wait in mv_kernel).
+    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    ++cfg.numAttrs;
+  }
+  if (cfg.numAttrs == 0) {
+    kernel<<<grid, kWarps * 32, smem, s>>>(v, x, y, g, wpr);
+    return;
+  }
+  if (cudaLaunchKernelEx(&cfg, kernel, v, x, y, g, wpr) == cudaSuccess || g.cluster == 0) return;
+  // The cluster launch refused (a configuration error, raised at launch): the same launch
+  // without a cluster, whose blocks each round all of x (the same bits).
+  cudaGetLastError();
+  g.cluster = 0;
+  cfg.gridDim = grid;
+  cfg.attrs = attr + 1;
+  --cfg.numAttrs;
   cudaLaunchKernelEx(&cfg, kernel, v, x, y, g, wpr);
 }
 
@@ -66,7 +105,7 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
 // a fused norm reads).
 template <class A, int N>
 size_t smem_of(int64_t cols, bool norm) {
-  if constexpr (A::kInt8X) return xq_bytes(N, cols, norm);
+  if constexpr (A::kInt8X) return xqw_bytes(N, cols, norm);
   else return xs_bytes(N, cols, A::kSums);
 }
 

@@ -67,7 +67,7 @@ PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
     tables = o.tables, owns = o.owns, int8_x = o.int8_x, pdl = o.pdl, pipe = o.pipe;
     pipe_rows = o.pipe_rows;
     l2_prefetch = o.l2_prefetch, blocks_per_sm = o.blocks_per_sm, short_pipe = o.short_pipe, trace = o.trace;
-    stage_x = o.stage_x;
+    stage_x = o.stage_x, cluster = o.cluster;
     o.data = nullptr, o.owns = false, o.bytes = 0;
   }
   return *this;
@@ -102,6 +102,7 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
   p.blocks_per_sm = ctx.blocks_per_sm();
   p.short_pipe = ctx.short_pipe();
   p.stage_x = ctx.stage_x();
+  p.cluster = ctx.cluster();
   std::vector<uint8_t> staging(p.bytes);
   pack_rows_parallel(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
   if (device_dst) {
@@ -178,6 +179,7 @@ MvFuse fuse_of(const PackedWeight& W, int n, const MatvecFusion& fu) {
   f.blocks_per_sm = W.blocks_per_sm;
   f.short_pipe = W.short_pipe;
   f.stage_x = W.stage_x;
+  f.cluster = W.cluster;
   f.trace = W.trace;
   return f;
 }

@@ -67,6 +67,10 @@ class Context {
   // kStageSmem holds the copy). Same bits.
   void set_stage_x(bool on) { stage_x_ = on; }
   bool stage_x() const { return stage_x_; }
+  // int8-x launches (not routed) of the weights packed after this call as thread block clusters
+  // of `blocks` (2..8; <= 1: none) that round x once between them (MvFuse::cluster). Same bits.
+  void set_cluster(int blocks) { cluster_ = blocks; }
+  int cluster() const { return cluster_; }
 
  private:
   void* tables_ = nullptr;
@@ -75,6 +79,7 @@ class Context {
   int blocks_per_sm_ = 0;
   int short_pipe_ = 0;
   bool stage_x_ = false;
+  int cluster_ = 0;
 };
 
 // Whether a weight of this type and width gets the int8-x kernels (under Context::int8_x).
@@ -100,6 +105,7 @@ struct PackedWeight {
   int blocks_per_sm = 0;       // > 0: the persistent grid's cap per SM (Context::set_l2_prefetch)
   int short_pipe = 0;          // n = 1 rows of <= 64 parts pipelined this deep (Context::set_short_pipe)
   bool stage_x = false;        // int8-x x staged by cp.async (Context::set_stage_x)
+  int cluster = 0;             // int8-x launches as clusters of this many blocks (Context::set_cluster)
   uint64_t* trace = nullptr;   // workbench only: where matvec_traced (variants.cuh) stamps its blocks' phases
 
   PackedWeight() = default;

@@ -52,6 +52,11 @@ struct MvFuse {
   bool pipe = false;                   // host side: int8-x kernels with pipelined loads (launch.cuh Dp4aPipe)
   bool pipe_rows = false;              // host side: and so at n = 2..8 (else those n run the default loop)
   bool stage_x = false;                // int8-x kernels: x staged into shared memory by cp.async first (launch_mv)
+  // int8-x launches (not routed): host side, the thread block cluster size asked for
+  // (Context::set_cluster; <= 1: none); kernel side, the cluster size the launch has
+  // (launch_persistent: 0 where it launched without one). The cluster's blocks round x once
+  // between them (kernels_fast.cuh int8x_prologue): the same bytes, so the same bits.
+  int32_t cluster = 0;
   bool float_norm = false;             // host side: the float formats take norm_w (their x in shared memory)
   // Host side, n = 1 int8-x launches (launch.cuh launch_mv_fused): mv_kernel with its loads
   // pipe_depth steps ahead (2 or 4; 0: the format's configuration), two rows per warp, one part

@@ -44,16 +44,37 @@ __host__ __device__ __forceinline__ int xq_s0(int2 m) { return (m.y << 16) >> 16
 __host__ __device__ __forceinline__ int xq_s1(int2 m) { return m.y >> 16; }          // elements 16..31
 __host__ __device__ __forceinline__ int xq_s(int2 m) { return xq_s0(m) + xq_s1(m); }  // the block's 32
 
+// Where quantize_x's bytes go: the block's own shared memory (off: a byte offset into xq).
+struct XqLocal {
+  uint8_t* xq;
+  __device__ void operator()(int off, uint32_t a, uint32_t b) const {
+    *reinterpret_cast<uint2*>(xq + off) = make_uint2(a, b);
+  }
+};
+
+// x's 8-element units (threads' shares) of quantize_x that block `rank` of `count` rounds:
+// [i0, i1), whole 256-element chunks (32 units: a warp's, so a 32-block and a Q8_K block
+// never straddle two blocks' ranges).
+__host__ __device__ inline void xq_range(int n, int cols, int rank, int count, int& i0, int& i1) {
+  const int total8 = n * cols / 8, chunks = (total8 + 31) / 32;
+  i0 = 32 * (chunks * rank / count);
+  const int e = 32 * (chunks * (rank + 1) / count);
+  i1 = e < total8 ? e : total8;
+}
+
 // Rounds x rows 0..n-1 (src(j, c): float4 of row j at element c, c % 4 == 0) into xq (the
 // layout above, part size P; kQ8K: Q8_K rounding, else Q8_0). Every thread of the block
 // calls it (shuffles: a thread takes 8 consecutive elements, 4 threads one 32-block, a warp
 // one 256-block). cols % 32 == 0 (kQ8K: % 256 == 0); blockDim.x % 32 == 0.
-template <int P, bool kQ8K, class Src>
-__device__ void quantize_x(const Src& src, int n, int cols, uint8_t* xq) {
+// Units [i0, i1) only (xq_range; i0 % 32 == 0), each 8-byte word written by store(off, a, b)
+// at byte offset off of xq (XqLocal: this block's; mv_kernel's cluster store: every block of
+// its cluster). A unit's bytes do not depend on the range: the same bytes however x is split.
+template <int P, bool kQ8K, class Src, class Store>
+__device__ void quantize_x_range(const Src& src, int n, int cols, int i0, int i1, const Store& store) {
   constexpr int K = 1;  // steps whose x loads are issued together (K = 4 cost Q8_0 / Q4_0 9-20 % on the H200)
   const int rb = static_cast<int>(xq_row_bytes(cols)), nparts = cols / P;
-  const int total8 = n * cols / 8;
-  for (int base0 = 0; base0 < total8; base0 += K * static_cast<int>(blockDim.x)) {
+  const int total8 = i1;
+  for (int base0 = i0; base0 < total8; base0 += K * static_cast<int>(blockDim.x)) {
   float4 xa[K], xb[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -104,14 +125,20 @@ __device__ void quantize_x(const Src& src, int n, int cols, uint8_t* xq) {
     const int s16 = s + __shfl_xor_sync(0xffffffffu, s, 1);    // elements 0..15 or 16..31
     const int s16b = __shfl_xor_sync(0xffffffffu, s16, 2);     // the other half
     if (ok) {
-      uint8_t* row = xq + j * rb;
-      *reinterpret_cast<uint2*>(row + ((c % P) / 16 * nparts + c / P) * 16 + c % 16) = make_uint2(w[0], w[1]);
+      const int row = j * rb;
+      store(row + ((c % P) / 16 * nparts + c / P) * 16 + c % 16, w[0], w[1]);
       if ((i & 3) == 0)
-        *reinterpret_cast<int2*>(row + cols + (c / 32) * 8) =
-            make_int2(__float_as_int(d), static_cast<int>((static_cast<uint32_t>(s16) & 0xffffu) | (static_cast<uint32_t>(s16b) << 16)));
+        store(row + cols + (c / 32) * 8, __float_as_uint(d),
+              (static_cast<uint32_t>(s16) & 0xffffu) | (static_cast<uint32_t>(s16b) << 16));
     }
   }
   }
+}
+
+// All of x rows 0..n-1 into this block's xq.
+template <int P, bool kQ8K, class Src>
+__device__ void quantize_x(const Src& src, int n, int cols, uint8_t* xq) {
+  quantize_x_range<P, kQ8K>(src, n, cols, 0, n * cols / 8, XqLocal{xq});
 }
 
 }  // namespace df::cudamv
