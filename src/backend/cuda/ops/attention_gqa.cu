@@ -68,25 +68,29 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float sM[kGqaMaxGroup], sL[kGqaMaxGroup], sC[kGqaMaxGroup];
   __shared__ int sTicket;
   __shared__ float sX[FUSED ? kNormWarps : 1][FUSED ? HD : 1];  // a warp's head scratch (norm_rope_head)
-  const int slice = blockIdx.x, hk = blockIdx.y;
+  __shared__ float2 sRope[FUSED ? HD / 2 : 1];  // FUSED: rope_cs at the row's position (pairs < n_rot / 2)
+  // Key/value heads along x: the blocks of slice 0 of every head are scheduled first (at short
+  // contexts most slices are past every row's position and exit at once).
+  const int slice = blockIdx.y, hk = blockIdx.x;
   const int64_t r = blockIdx.z;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int G = a.n_head / a.n_head_kv;
   constexpr int KW = HD / 32;
-  float wq[KW];  // FUSED: the q norm weights (constant) before the wait
+  float wq[KW], wk[KW];  // FUSED: the q and k norm weights (constant) before the wait
   if constexpr (FUSED) {
 #pragma unroll
-    for (int i = 0; i < KW; ++i) wq[i] = __ldg(f.q_norm + lane + 32 * i);
+    for (int i = 0; i < KW; ++i) wq[i] = __ldg(f.q_norm + lane + 32 * i), wk[i] = __ldg(f.k_norm + lane + 32 * i);
   }
   // The slice's extent and (FUSED) its first tile's loads come before the wait: the cache rows
   // the kernel reads were written by earlier steps (kernels complete before the previous kernel
   // passed its own wait and triggered this launch), the call's own positions are made from k
   // and v after the wait (is_new rows are not loaded), and pos is an input of the step. Without
   // the fusion the previous kernel may be the kv_store of these rows: everything after the wait.
-  int64_t last = 0, s0 = 0, s1 = 0;
+  int64_t last = 0, s0 = 0, s1 = 0, first = 0;
   int used = 0;
   auto extent = [&] {
     last = pos ? pos[r] : pos0 + r;
+    if constexpr (FUSED) first = pos[0];  // FUSED: pos given
     const int64_t used64 = last / sp.split_len + 1;
     used = static_cast<int>(used64 < sp.n_splits ? used64 : sp.n_splits);
     s0 = slice * sp.split_len;
@@ -97,7 +101,7 @@ __global__ void __launch_bounds__(kThreads)
   auto is_new = [&](int64_t p) {
     bool hit = false;
     if constexpr (FUSED) {
-      if (p >= pos[0]) {  // FUSED: pos given
+      if (p >= first) {
 #pragma unroll 1
         for (int j = 0; j < rows; ++j) hit = hit || pos[j] == p;
       }
@@ -121,6 +125,13 @@ __global__ void __launch_bounds__(kThreads)
   };
   if constexpr (FUSED) {
     extent();
+    // A slice past the row's position has nothing to do: it exits without waiting (slice 0 of
+    // the row always waits, so this grid still completes after the previous kernel).
+    if (sp.n_splits > 1 && slice >= used) return;
+    // The row's rotations (q heads and its own k row), from pos (an input of the step) before the
+    // wait: the serial angle products and sincosf off the path after it.
+    for (int i = t; i < f.rope.n_rot / 2; i += kThreads) sRope[i] = rope_cs(f.rope, static_cast<int32_t>(last), i);
+    __syncthreads();
     if (s0 < s1) load(s0);
   }
   pdl_wait();
@@ -133,7 +144,7 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (FUSED) {
       for (int g = warp; warp < kNormWarps && g < G; g += kNormWarps)
         norm_rope_head<KW>(qr + g * HD, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane,
-                           [&](int c, float o) { sQ[g * HD + c] = o * a.scale; });
+                           [&](int c, float o) { sQ[g * HD + c] = o * a.scale; }, sRope);
     } else {
       for (int i = t; i < G * HD; i += kThreads) sQ[i] = qr[i] * a.scale;
     }
@@ -169,9 +180,6 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t pj = pos[j];
         if (pj < p0 || pj >= p0 + n) continue;
         const int row = static_cast<int>(pj - p0);
-        float wk[KW];
-#pragma unroll
-        for (int i = 0; i < KW; ++i) wk[i] = __ldg(f.k_norm + lane + 32 * i);
         __half* kc = j == r ? f.K + pj * kvs + static_cast<int64_t>(hk) * HD : nullptr;
         __half* vc = j == r ? f.V + pj * kvs + static_cast<int64_t>(hk) * HD : nullptr;
         norm_rope_head<KW>(f.k + j * f.k_stride + static_cast<int64_t>(hk) * HD, wk, f.eps, f.rope,
@@ -179,7 +187,7 @@ __global__ void __launch_bounds__(kThreads)
                              const __half h = __float2half_rn(o);
                              sK[row * RS + c] = h;
                              if (kc) kc[c] = h;
-                           });
+                           }, pj == last ? sRope : nullptr);
         const float* vr = f.v + j * f.v_stride + static_cast<int64_t>(hk) * HD;
         for (int c = lane; c < HD; c += 32) {
           const __half h = __float2half_rn(vr[c]);
@@ -311,7 +319,7 @@ void launch_hd(const float* q, int64_t qs, int64_t rows, const __half* K, const 
                const int32_t* pos, int64_t pos0, const AttnArgs& a, float* scratch, float* out, int64_t os,
                int32_t* counters, cudaStream_t s, bool pdl, const GqaFuse* fuse, bool wide) {
   const AttnSplit sp = attention_split(rows, a);
-  const dim3 grid(static_cast<unsigned>(sp.n_splits), static_cast<unsigned>(a.n_head_kv),
+  const dim3 grid(static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(sp.n_splits),
                   static_cast<unsigned>(rows));
   const GqaFuse f = fuse ? *fuse : GqaFuse{};
   auto go = [&](auto kernel, int threads) {

@@ -18,12 +18,24 @@ __device__ __forceinline__ bool pair_rotates(const RopeArgs& a, int i) {
          (sector % 3 == 2 && sector < 3 * a.sections[2]);
 }
 
+// The rotation of pair i at position p: (cos, sin) of p * theta_scale^i by repeated products, as
+// rope.cu (the serial products are the bits of the CPU's and ggml's angles).
+__device__ __forceinline__ float2 rope_cs(const RopeArgs& rope, int32_t p, int i) {
+  float theta = static_cast<float>(p);
+  for (int j = 0; j < i; ++j) theta *= rope.theta_scale;
+  float sn, cs;
+  sincosf(theta, &sn, &cs);
+  return make_float2(cs, sn);
+}
+
 // x [rope.head_dim] (global), normed with weights wr (lane's w[lane + 32 i], i < KW, KW * 32 >=
 // head_dim) and rotated at position p: emit(c, value) for the lane's dims c = lane, lane + 32, ...
 // sh: head_dim floats of this warp's shared scratch (free again when the function returns).
+// tab (may be null): rope_cs(rope, p, i) for i < n_rot / 2, made beforehand (the same bits).
 template <int KW, class Emit>
 __device__ __forceinline__ void norm_rope_head(const float* x, const float* wr, float eps, const RopeArgs& rope,
-                                               int32_t p, float* sh, int lane, Emit emit) {
+                                               int32_t p, float* sh, int lane, Emit emit,
+                                               const float2* tab = nullptr) {
   const int hd = rope.head_dim;
   const float scale = rms_scale_of(hd, eps, [&](int c) { return x[c]; });  // rms_norm's order
   __syncwarp();  // a previous call's reads of sh are done
@@ -39,10 +51,8 @@ __device__ __forceinline__ void norm_rope_head(const float* x, const float* wr, 
     if (c < 2 * half) {
       const int i = c < half ? c : c - half;
       if (pair_rotates(rope, i)) {
-        float theta = static_cast<float>(p);  // p * theta_scale^i by repeated products, as rope.cu
-        for (int j = 0; j < i; ++j) theta *= rope.theta_scale;
-        float sn, cs;
-        sincosf(theta, &sn, &cs);
+        const float2 r = tab ? tab[i] : rope_cs(rope, p, i);
+        const float cs = r.x, sn = r.y;
         const float x0 = sh[i], x1 = sh[i + half];
         // Rounded products (no contraction): every kernel inlining this gets the same bits.
         out = c < half ? __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn)) : __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
