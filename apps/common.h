@@ -49,7 +49,7 @@ struct ModelFlags {
   int cuda_moe_pipe = 2;             // --cuda-moe-pipe 0|2|4
   int cuda_mv_short_pipe = 0;        // --cuda-mv-short-pipe 0|2|4
   bool cuda_mv_stage_x = false;      // --cuda-mv-stage-x / --no-cuda-mv-stage-x
-  int cuda_mv_cluster = 4;           // --cuda-mv-cluster 0|2|4|8
+  int cuda_mv_cluster = 0;           // --cuda-mv-cluster 0|2|4|8
   bool cuda_prefill_sgemm = true;    // --cuda-prefill-sgemm
   bool cuda_moe_streamed_fused = true;  // --cuda-moe-streamed-fused / --no-cuda-moe-streamed-fused
   int64_t expert_cache_mb = -1;  // --expert-cache-mb (CUDA, MoE models)

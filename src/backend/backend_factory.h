@@ -50,7 +50,7 @@ struct BackendOptions {
   int cuda_moe_pipe = 0;               // `cuda`: CudaOptions::moe_pipe
   int cuda_mv_short_pipe = 0;          // `cuda`: CudaOptions::mv_short_pipe
   bool cuda_mv_stage_x = false;        // `cuda`: CudaOptions::mv_stage_x
-  int cuda_mv_cluster = 4;             // `cuda`: CudaOptions::mv_cluster
+  int cuda_mv_cluster = 0;             // `cuda`: CudaOptions::mv_cluster
   bool cuda_moe_streamed_fused = false;  // `cuda`: CudaOptions::moe_streamed_fused
   // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a
   // device cache of what is free; 0: resident; > 0: in host memory, a cache of this many MiB.

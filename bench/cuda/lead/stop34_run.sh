@@ -10,6 +10,9 @@
 #     by side with the stop's (two binaries do not fit one carry):
 #     bench/cuda/pack.sh .devcarry/lf34c /tmp/diskformer_old build/df_make_model
 #     PART=old CARRY=.devcarry/lf34c bash bench/cuda/lead/stop34_run.sh
+#     (the machine did not keep .devcarry/lf34a between calls: both in one carry, models/ moved out,
+#     bench/cuda/pack.sh .devcarry/lf34d build/diskformer /tmp/diskformer_old build/df_make_model;
+#     PART=old CARRY=.devcarry/lf34d ...)
 #   env: TEST_ARGS=--gtest_filter=..., MODELS="q4_0 q8_0", T27=seconds after which the 27B is skipped
 #   PART=tests: df_cuda_tests alone.
 set -uo pipefail
@@ -19,9 +22,10 @@ if [ "${PART:-new}" = old ]; then
   python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
   chmod +x $D/diskformer_old $D/df_make_model
   NEW=.devcarry/lf34a/diskformer
+  [ -f $D/diskformer ] && chmod +x $D/diskformer && NEW=$D/diskformer
   [ -x $NEW ] || { echo "no $NEW: PART=new did not run on this machine"; exit 3; }
   CUBLAS_DIR=$(dirname "$(find /usr/local/cuda*/ -name 'libcublas.so.13' 2>/dev/null | head -1)")
-  export LD_LIBRARY_PATH=$PWD/.devcarry/lf34a/lib:$CUBLAS_DIR CUDA_DISABLE_PTX_JIT=1
+  export LD_LIBRARY_PATH=$PWD/$(dirname $NEW)/lib:$CUBLAS_DIR CUDA_DISABLE_PTX_JIT=1
   nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.mem --format=csv > $OUT/gpu.txt 2>&1
   OLD=$D/diskformer_old
   ( for m in ${MODELS:-q4_0 q8_0}; do mk /tmp/q3_4b_$m.gguf --preset qwen3_4b --type $m & done; wait ) &
@@ -32,17 +36,17 @@ if [ "${PART:-new}" = old ]; then
   BUDGET=9999
   for rep in 1 2; do
     DFBIN=$OLD bench q4_0_p16_old$rep /tmp/q3_4b_q4_0.gguf -p 16 -n 128 -r 2
-    DFBIN=$NEW bench q4_0_p16_new$rep /tmp/q3_4b_q4_0.gguf -p 16 -n 128 -r 2
+    DFBIN=$NEW bench q4_0_p16_new$rep /tmp/q3_4b_q4_0.gguf -p 16 -n 128 -r 2 --cuda-mv-cluster 0
   done
   DFBIN=$OLD bench q4_0_p512_old /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2
-  DFBIN=$NEW bench q4_0_p512_new /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2
+  DFBIN=$NEW bench q4_0_p512_new /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2 --cuda-mv-cluster 0
   DFBIN=$OLD bench q8_0_old /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2
-  DFBIN=$NEW bench q8_0_new /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2
+  DFBIN=$NEW bench q8_0_new /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2 --cuda-mv-cluster 0
   if wait $MK27 && [ $((SECONDS - T0)) -lt ${T27:-420} ]; then
     DFBIN=$OLD bench q27_old /tmp/q35_27b_q4_0.gguf -p 512 -n 64 -r 1
-    DFBIN=$NEW bench q27_new /tmp/q35_27b_q4_0.gguf -p 512 -n 64 -r 1
+    DFBIN=$NEW bench q27_new /tmp/q35_27b_q4_0.gguf -p 512 -n 64 -r 1 --cuda-mv-cluster 0
     DFBIN=$OLD bench q27_mtp_old /tmp/q35_27b_q4_0.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8
-    DFBIN=$NEW bench q27_mtp_new /tmp/q35_27b_q4_0.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8
+    DFBIN=$NEW bench q27_mtp_new /tmp/q35_27b_q4_0.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8 --cuda-mv-cluster 0
   fi
   lead_collect
   exit 0

@@ -157,7 +157,7 @@ struct CudaOptions {
   // int8-x matvecs (not routed) launched as thread block clusters of this many blocks (2, 4 or
   // 8; <= 1: none), which round x once between them into every block's shared memory
   // (cudamv::Context::set_cluster, MvFuse::cluster). The same bits.
-  int mv_cluster = 4;
+  int mv_cluster = 0;
   // Streamed experts (expert_cache_bytes) take the resident stacks' decode launches: one row
   // runs the fused expert block (4 launches after the router, the shared expert as the slot
   // of id E outside the cache's tables: cudamv::MatvecFusion::extra; then the cache's three
