@@ -15,8 +15,23 @@
 #     PART=old CARRY=.devcarry/lf34d ...)
 #   env: TEST_ARGS=--gtest_filter=..., MODELS="q4_0 q8_0", T27=seconds after which the 27B is skipped
 #   PART=tests: df_cuda_tests alone.
+#   PART=trace: the 4B matvec chains (Q4_0, Q8_0) with clusters 0 / 2 / 4 and without PDL, and one
+#     traced replay of the first (stop 32's --chain-trace: per-stage phase times):
+#     bench/cuda/pack.sh .devcarry/lf34t build/bench/cuda/bench_matvec_cuda (models/ moved out)
+#     PART=trace CARRY=.devcarry/lf34t bash bench/cuda/lead/stop34_run.sh
 set -uo pipefail
 source bench/cuda/lead/lib.sh
+if [ "${PART:-new}" = trace ]; then
+  D=${CARRY:-.devcarry/lf34t}
+  python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
+  chmod +x $D/bench_matvec_cuda
+  export LD_LIBRARY_PATH=$PWD/$D/lib CUDA_DISABLE_PTX_JIT=1
+  nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.mem --format=csv > $OUT/gpu.txt 2>&1
+  timeout 300 $D/bench_matvec_cuda --no-variants --chain ${CHAINS:-q4_0:4b,q8_0:4b} \
+    --chain-cfgs 1:0:0,1:0:0:2,1:0:0:4,0:0:0 --chain-trace --out $OUT/chain_trace.json > $OUT/chain_trace.txt 2>&1
+  echo "chain trace rc=$? $((SECONDS - T0)) s"; cut -c1-160 $OUT/chain_trace.txt | tail -45
+  exit 0
+fi
 if [ "${PART:-new}" = old ]; then
   D=${CARRY:-.devcarry/lf34c}
   python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
