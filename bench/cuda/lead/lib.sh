@@ -4,6 +4,8 @@
 #   mk FILE ARGS...   df_make_model into FILE unless it exists (niced; log in $OUT/make.txt)
 #   bench NAME MODEL ARGS...   diskformer (DFBIN: another binary) bench --device cuda --output json into $OUT/b_NAME.json and
 #                     a one-line summary; skipped once BUDGET s (default 430) have passed
+#   prof NAME MODEL ARGS...   bench --profile (DFBIN: another binary) into $OUT/b_prof_NAME.json, the op table
+#                     (stderr) into $OUT/prof_NAME.txt and its last 45 lines
 #   lead_tests        df_cuda_tests (TESTS_TIMEOUT s, default 330) into $OUT/tests.txt and its summary
 #   lead_collect      the b_*.json into $OUT/benches.json, tests.txt xz'ed
 #   lead_tests_only S  with PART=tests: lead_tests (TESTS_TIMEOUT, default S s), lead_collect, exit
@@ -21,6 +23,11 @@ lead_unpack() {
   nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.mem --format=csv > $OUT/gpu.txt 2>&1
 }
 mk() { local f=$1; shift; [ -s "$f" ] && return; nice -n 19 "$D/df_make_model" -o "$f.tmp" --vocab-text $VOCAB "$@" > /dev/null 2>> $OUT/make.txt && mv "$f.tmp" "$f"; echo "make $f rc=$? $((SECONDS - T0)) s" >> $OUT/make.txt; }
+prof() {  # name model args...
+  local name=$1 model=$2; shift 2
+  timeout 120 ${DFBIN:-$D/diskformer} bench -m "$model" --device cuda --output json -q --profile "$@" > $OUT/b_prof_$name.json 2> $OUT/prof_$name.txt
+  echo "profile $name rc=$? $((SECONDS - T0)) s"; cut -c1-130 $OUT/prof_$name.txt | tail -45
+}
 lead_tests() {
   timeout ${TESTS_TIMEOUT:-330} $D/df_cuda_tests "$@" > $OUT/tests.txt 2>&1
   echo "df_cuda_tests rc=$? $((SECONDS - T0)) s"

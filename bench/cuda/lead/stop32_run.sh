@@ -23,11 +23,6 @@ if [ "${PART:-prof}" = trace ]; then
   lead_collect
   exit 0
 fi
-prof() {  # name model args...
-  local name=$1 model=$2; shift 2
-  timeout 120 $D/diskformer bench -m "$model" --device cuda --output json -q --profile "$@" > $OUT/b_prof_$name.json 2> $OUT/prof_$name.txt
-  echo "profile $name rc=$? $((SECONDS - T0)) s"; cut -c1-130 $OUT/prof_$name.txt | tail -40
-}
 if [ "${PART:-prof}" = prof ]; then
   ( for m in ${MODELS:-q4_0 q8_0}; do mk /tmp/q3_4b_$m.gguf --preset qwen3_4b --type $m & done; wait )
   grep make $OUT/make.txt

@@ -25,11 +25,6 @@ set -uo pipefail
 source bench/cuda/lead/lib.sh
 lead_unpack ${CARRY:-.devcarry/lf32}
 lead_tests_only 330
-prof() {  # name model args...
-  local name=$1 model=$2; shift 2
-  timeout 120 $D/diskformer bench -m "$model" --device cuda --output json -q --profile "$@" > $OUT/b_prof_$name.json 2> $OUT/prof_$name.txt
-  echo "profile $name rc=$? $((SECONDS - T0)) s"; cut -c1-130 $OUT/prof_$name.txt | tail -45
-}
 if [ "${PART:-all}" = all ]; then
   ( for m in q4_0 q8_0; do mk /tmp/q3_4b_$m.gguf --preset qwen3_4b --type $m & done; wait ) &
   MK=$!

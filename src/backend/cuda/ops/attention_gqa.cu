@@ -123,11 +123,19 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   };
+  // FUSED: warp w < kNormWarps makes query head w and the call's row w (when that row's position
+  // falls into this slice) from registers loaded right after the wait, all in one round trip;
+  // further heads and rows (G or rows above kNormWarps) load when they are made.
+  bool own = false;
   if constexpr (FUSED) {
     extent();
     // A slice past the row's position has nothing to do: it exits without waiting (slice 0 of
     // the row always waits, so this grid still completes after the previous kernel).
     if (sp.n_splits > 1 && slice >= used) return;
+    if (warp < kNormWarps && warp < rows) {
+      const int64_t pw = pos[warp];
+      own = pw >= s0 && pw < s1;
+    }
     // The row's rotations (q heads and its own k row), from pos (an input of the step) before the
     // wait: the serial angle products and sincosf off the path after it.
     for (int i = t; i < f.rope.n_rot / 2; i += kThreads) sRope[i] = rope_cs(f.rope, static_cast<int32_t>(last), i);
@@ -140,11 +148,26 @@ __global__ void __launch_bounds__(kThreads)
   if (counters && sp.n_splits > 1 && slice >= used) return;
 
   const float* qr = q + r * qs + static_cast<int64_t>(hk) * G * HD;
+  float xq[KW], xk[KW], xv[KW];  // FUSED: warp's query head and own row (k, v), raw
+  if constexpr (FUSED) {
+    if (warp < kNormWarps && warp < G) load_head(qr + warp * HD, HD, lane, xq);
+    if (own) {
+      load_head(f.k + warp * f.k_stride + static_cast<int64_t>(hk) * HD, HD, lane, xk);
+      load_head(f.v + warp * f.v_stride + static_cast<int64_t>(hk) * HD, HD, lane, xv);
+    } else {
+#pragma unroll
+      for (int i = 0; i < KW; ++i) xk[i] = xv[i] = 0.0f;  // not used (no own row in this slice)
+    }
+  }
   auto query_heads = [&] {  // sQ: the group's query heads, scaled (FUSED: normed and rotated here)
     if constexpr (FUSED) {
-      for (int g = warp; warp < kNormWarps && g < G; g += kNormWarps)
-        norm_rope_head<KW>(qr + g * HD, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane,
-                           [&](int c, float o) { sQ[g * HD + c] = o * a.scale; }, sRope);
+      for (int g = warp; warp < kNormWarps && g < G; g += kNormWarps) {
+        auto put = [&](int c, float o) { sQ[g * HD + c] = o * a.scale; };
+        if (g == warp)
+          norm_rope_regs<KW>(xq, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane, put, sRope);
+        else
+          norm_rope_head<KW>(qr + g * HD, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane, put, sRope);
+      }
     } else {
       for (int i = t; i < G * HD; i += kThreads) sQ[i] = qr[i] * a.scale;
     }
@@ -182,15 +205,23 @@ __global__ void __launch_bounds__(kThreads)
         const int row = static_cast<int>(pj - p0);
         __half* kc = j == r ? f.K + pj * kvs + static_cast<int64_t>(hk) * HD : nullptr;
         __half* vc = j == r ? f.V + pj * kvs + static_cast<int64_t>(hk) * HD : nullptr;
-        norm_rope_head<KW>(f.k + j * f.k_stride + static_cast<int64_t>(hk) * HD, wk, f.eps, f.rope,
-                           static_cast<int32_t>(pj), sX[warp], lane, [&](int c, float o) {
+        float lk[KW], lv[KW];  // row j's k and v: loaded after the wait (j == warp) or now
+        if (j == warp) {
+#pragma unroll
+          for (int i = 0; i < KW; ++i) lk[i] = xk[i], lv[i] = xv[i];
+        } else {
+          load_head(f.k + j * f.k_stride + static_cast<int64_t>(hk) * HD, HD, lane, lk);
+          load_head(f.v + j * f.v_stride + static_cast<int64_t>(hk) * HD, HD, lane, lv);
+        }
+        norm_rope_regs<KW>(lk, wk, f.eps, f.rope, static_cast<int32_t>(pj), sX[warp], lane, [&](int c, float o) {
                              const __half h = __float2half_rn(o);
                              sK[row * RS + c] = h;
                              if (kc) kc[c] = h;
                            }, pj == last ? sRope : nullptr);
-        const float* vr = f.v + j * f.v_stride + static_cast<int64_t>(hk) * HD;
-        for (int c = lane; c < HD; c += 32) {
-          const __half h = __float2half_rn(vr[c]);
+#pragma unroll
+        for (int i = 0; i < KW; ++i) {
+          const int c = lane + 32 * i;
+          const __half h = __float2half_rn(lv[i]);
           sV[row * RS + c] = h;
           if (vc) vc[c] = h;
         }

@@ -28,21 +28,30 @@ __device__ __forceinline__ float2 rope_cs(const RopeArgs& rope, int32_t p, int i
   return make_float2(cs, sn);
 }
 
-// x [rope.head_dim] (global), normed with weights wr (lane's w[lane + 32 i], i < KW, KW * 32 >=
-// head_dim) and rotated at position p: emit(c, value) for the lane's dims c = lane, lane + 32, ...
-// sh: head_dim floats of this warp's shared scratch (free again when the function returns).
-// tab (may be null): rope_cs(rope, p, i) for i < n_rot / 2, made beforehand (the same bits).
+// A lane's dims of a head row x [head_dim] (global): xv[i] = x[lane + 32 i] (0 past hd), every
+// load issued before the first is used (one round trip).
+template <int KW>
+__device__ __forceinline__ void load_head(const float* x, int hd, int lane, float (&xv)[KW]) {
+#pragma unroll
+  for (int i = 0; i < KW; ++i) xv[i] = lane + 32 * i < hd ? x[lane + 32 * i] : 0.0f;
+}
+
+// A head row held by the warp (xv: load_head's layout), normed with weights wr (lane's
+// w[lane + 32 i], i < KW, KW * 32 >= head_dim) and rotated at position p: emit(c, value) for the
+// lane's dims c = lane, lane + 32, ... sh: head_dim floats of this warp's shared scratch (free
+// again when the function returns). tab (may be null): rope_cs(rope, p, i) for i < n_rot / 2,
+// made beforehand (the same bits).
 template <int KW, class Emit>
-__device__ __forceinline__ void norm_rope_head(const float* x, const float* wr, float eps, const RopeArgs& rope,
-                                               int32_t p, float* sh, int lane, Emit emit,
+__device__ __forceinline__ void norm_rope_regs(const float (&xv)[KW], const float* wr, float eps,
+                                               const RopeArgs& rope, int32_t p, float* sh, int lane, Emit emit,
                                                const float2* tab = nullptr) {
   const int hd = rope.head_dim;
-  const float scale = rms_scale_of(hd, eps, [&](int c) { return x[c]; });  // rms_norm's order
+  const float scale = rms_scale_regs(hd, eps, xv);  // rms_norm's order
   __syncwarp();  // a previous call's reads of sh are done
 #pragma unroll
   for (int i = 0; i < KW; ++i) {
     const int c = lane + 32 * i;
-    if (c < hd) sh[c] = rms_apply(x[c], scale, wr[i]);
+    if (c < hd) sh[c] = rms_apply(xv[i], scale, wr[i]);
   }
   __syncwarp();
   const int half = rope.n_rot / 2;
@@ -61,6 +70,17 @@ __device__ __forceinline__ void norm_rope_head(const float* x, const float* wr, 
     emit(c, out);
   }
   __syncwarp();
+}
+
+// norm_rope_regs of x [rope.head_dim] (global), loaded by load_head first: emit may write x
+// (every read is done before the first emit).
+template <int KW, class Emit>
+__device__ __forceinline__ void norm_rope_head(const float* x, const float* wr, float eps, const RopeArgs& rope,
+                                               int32_t p, float* sh, int lane, Emit emit,
+                                               const float2* tab = nullptr) {
+  float xv[KW];
+  load_head(x, rope.head_dim, lane, xv);
+  norm_rope_regs(xv, wr, eps, rope, p, sh, lane, emit, tab);
 }
 
 }  // namespace df::cuda
