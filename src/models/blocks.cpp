@@ -200,6 +200,19 @@ BatchInputs Workspace::upload(const Batch& batch, std::span<ModelState* const> s
   return in;
 }
 
+BatchInputs BatchInputs::sub(int64_t r0, int64_t cnt) const {
+  if (segments.size() != 1 || r0 < 0 || cnt < 0 || r0 + cnt > n)
+    throw Error("batch rows: one sequence, a range inside the batch");
+  BatchInputs t;
+  t.n = cnt;
+  t.ids = ids.slice_rows(r0, cnt);
+  t.pos = pos.slice_rows(r0, cnt);
+  t.out_rows = out_rows.slice_rows(0, 0);
+  const Segment& g = segments[0];
+  t.segments.push_back(Segment{g.seq, 0, cnt, g.pos0 + r0});
+  return t;
+}
+
 // ---- blocks ----
 
 AttnShape attn_shape(const ModelInfo& m, const int32_t sections[4]) {
@@ -300,6 +313,19 @@ void attention_residual(Backend& b, const AttnWeights& W, const AttnShape& s, At
   b.norm_matmuls(x, norm, s.eps_block, xn, p);               // xn = rms_norm(x) * norm; q, k, v
   attention_core(b, W, s, t, in, caches);
   b.matmul_add(W.wo, t.att.slice_rows(0, in.n), xn, x);      // x += wo . att
+}
+
+void attention_kv_rows(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
+                       KvCache& cache, const Tensor& x, const Tensor& norm, const Tensor& xn) {
+  const int64_t n = in.n, hd = s.attn.head_dim;
+  const Tensor k = t.k.slice_rows(0, n), v = t.v.slice_rows(0, n);
+  const Projection p[] = {Projection{W.wk, k}, Projection{W.wv, v}};
+  b.norm_matmuls(x, norm, s.eps_block, xn, p);               // xn = rms_norm(x) * norm; k, v
+  RopeParams rk = s.rope;
+  rk.n_head = s.attn.n_head_kv;
+  b.rms_norm(k.reshape(hd), W.k_norm, s.eps, k.reshape(hd));  // qk_norm_rope's k part
+  b.rope(k, in.pos, rk);
+  b.kv_store(cache, k, v, in.pos);
 }
 
 void swiglu_ffn(Backend& b, const FfnWeights& W, const Tensor& x, const Tensor& gate, const Tensor& up,

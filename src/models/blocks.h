@@ -94,6 +94,9 @@ struct BatchInputs {
   std::vector<Segment> segments;  // in batch order
   // Views of rows of a segment.
   static Tensor rows_of(const Tensor& t, const Segment& s) { return t.slice_rows(s.row0, s.n); }
+  // Rows [r0, r0 + cnt) of a batch of one sequence as a batch of their own (ids, positions and
+  // the segment; no output rows: the caller's output head reads the whole batch's).
+  BatchInputs sub(int64_t r0, int64_t cnt) const;
 };
 
 // The activation workspace of a model, shared by its states (one forward at a time): named
@@ -182,6 +185,14 @@ void attention(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch
 // the same order as rms_norm + attention + add.
 void attention_residual(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
                         std::span<KvCache* const> caches, const Tensor& x, const Tensor& norm, const Tensor& xn);
+
+// The KV-cache part of attention_residual for rows whose mixer output nobody reads (the MTP
+// head's rows before its output row: one layer, so only their K and V are ever used):
+// xn = rms_norm(x) * norm, k and v projections, k's per-head norm, RoPE, kv_store. One
+// sequence (cache); x, xn [n, dim]. The same ops as attention_residual takes for these rows
+// (a row's K and V do not depend on the other rows' queries).
+void attention_kv_rows(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
+                       KvCache& cache, const Tensor& x, const Tensor& norm, const Tensor& xn);
 
 // SwiGLU MLP: out [n, dim] = down(silu(gate . x) * (up . x)); gate/up scratch [n, n_ff].
 void swiglu_ffn(Backend& b, const FfnWeights& W, const Tensor& x, const Tensor& gate, const Tensor& up,

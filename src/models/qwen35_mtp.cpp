@@ -81,21 +81,36 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
     throw Error("mtp forward: hidden_prev must be f32 [rows, n_embd]");
   const Tensor x = x_.slice_rows(0, n), xn = xn_.slice_rows(0, n), e = e_.slice_rows(0, n);
   const Tensor cat = cat_.slice_rows(0, n);
+  // Rows [0, nc) before the first output row only feed the head's KV cache: the head is one
+  // layer, so nothing reads their attention output, FFN or logits. They run eh_proj and the
+  // K/V part of attention (blocks::attention_kv_rows); the rows from nc on run the whole block.
+  // Apart only where that keeps every used value's bits: all rows cache-only (no row-count
+  // dependent product remains), or row-exact kernels (a row's bits whatever the row count).
+  const int64_t first_out = in.rows.empty() ? n : in.rows.front();
+  const int64_t nc = first_out == n || opt.row_exact ? first_out : 0;
   auto ops = [&] {
     b_.get_rows(embed_, in.ids, e);                               // e [n, dim]
     b_.rms_norm(e, enorm_, m.rms_eps, cat.slice_cols(0, dim));    // cat [n, 2 * dim] = [enorm(e) ; hnorm(h)]
     b_.rms_norm(hidden_prev, hnorm_, m.rms_eps, cat.slice_cols(dim, dim));
     b_.matmul(eh_proj_, cat, x);                                  // x [n, dim]
-    // x += attention(attn_norm(x)); x += ffn(post_attention_norm(x)), through the fused
-    // blocks the trunk uses (the same ops in the same order on the CPU; fewer launches on CUDA)
-    KvCache* caches[1] = {&st->cache};
-    blocks::attention_residual(b_, block_.attn, shape_, attn_, in, caches, x, block_.attn_norm, xn);
-    if (hp_.moe) {
-      moe_ffn_residual(b_, hp_.moe_shape, block_.moe, moe_, x, block_.post_norm, m.rms_eps, xn,
-                       ffn_out_.slice_rows(0, n));                 // x += MoE(post_norm(x))
-    } else {
-      blocks::swiglu_ffn_residual(b_, block_.ffn, x, block_.post_norm, m.rms_eps, xn, gate_.slice_rows(0, n),
-                                  up_.slice_rows(0, n));
+    if (nc > 0)                                                   // cache-only rows: K, V
+      blocks::attention_kv_rows(b_, block_.attn, shape_, attn_, in.sub(0, nc), st->cache, x.slice_rows(0, nc),
+                                block_.attn_norm, xn.slice_rows(0, nc));
+    if (nc < n) {
+      // x += attention(attn_norm(x)); x += ffn(post_attention_norm(x)), through the fused
+      // blocks the trunk uses (the same ops in the same order on the CPU; fewer launches on CUDA)
+      const blocks::BatchInputs rest = nc > 0 ? in.sub(nc, n - nc) : in;
+      const int64_t r = n - nc;
+      const Tensor xr = x.slice_rows(nc, r), xnr = xn.slice_rows(nc, r);
+      KvCache* caches[1] = {&st->cache};
+      blocks::attention_residual(b_, block_.attn, shape_, attn_, rest, caches, xr, block_.attn_norm, xnr);
+      if (hp_.moe) {
+        moe_ffn_residual(b_, hp_.moe_shape, block_.moe, moe_, xr, block_.post_norm, m.rms_eps, xnr,
+                         ffn_out_.slice_rows(0, r));               // x += MoE(post_norm(x))
+      } else {
+        blocks::swiglu_ffn_residual(b_, block_.ffn, xr, block_.post_norm, m.rms_eps, xnr, gate_.slice_rows(0, r),
+                                    up_.slice_rows(0, r));
+      }
     }
     return blocks::output_head(b_, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
   };

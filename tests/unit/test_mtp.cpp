@@ -118,5 +118,69 @@ TEST(Mtp, DefaultModelPredictsTheTokenAfterNext) {
   EXPECT_GT(acc, 0.3);
 }
 
+// A head forward's rows before its first output row only fill its KV cache (they skip the
+// query, attention output, FFN and logits; Mtp::forward): the output row's logits and hidden
+// state, and a later row's (which attends to the skipped rows' K and V), keep the bits of a
+// forward where every row runs the whole block. Catch-up shapes (row-exact, last row output)
+// and cache-only forwards (no output) of 1..8 rows, on the shipped model and a random MoE one.
+void expect_cache_rows_keep_bits(Engine& e) {
+  MtpHead* head = e.model().mtp();
+  ASSERT_NE(head, nullptr);
+  Backend& b = e.backend();
+  const int64_t dim = e.info().n_embd, V = e.info().n_vocab, kMax = 8;
+  StateOptions so;
+  so.n_ctx = 2 * kMax + 2;
+  so.max_chunk = kMax;
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  const Tensor hp = alloc_tensor(b, GgmlType::F32, dim, kMax, bufs);
+  std::vector<float> h(static_cast<size_t>(dim * kMax));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+  b.upload(hp, h.data(), h.size() * sizeof(float));
+  std::vector<Token> toks(kMax + 1);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<Token>((i * 977 + 13) % static_cast<size_t>(V));
+  auto download = [&](const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.rows * t.cols));
+    b.download(t, v.data(), t.nbytes());
+    return v;
+  };
+  auto last_row = [&](const ForwardOutputs& o, const Tensor& t) {
+    std::vector<float> v = download(t);
+    return std::vector<float>(v.end() - t.cols, v.end());
+  };
+  for (int64_t n = 1; n <= kMax; ++n) {
+    // reference: every row outputs (every row runs the whole block)
+    auto ref = head->new_state(so);
+    const ForwardOutputs r = head->forward(*ref, Batch::sequence(toks.data(), n, 0, true), hp.slice_rows(0, n));
+    const std::vector<float> ref_logits = last_row(r, r.logits), ref_hidden = last_row(r, r.hidden);
+    const ForwardOutputs r2 = head->forward(*ref, Batch::sequence(&toks[static_cast<size_t>(n)], 1, n, false),
+                                            hp.slice_rows(0, 1));
+    const std::vector<float> ref_next = download(r2.logits);
+    // catch-up shape: the last row outputs
+    auto cu = head->new_state(so);
+    const ForwardOutputs c = head->forward(*cu, Batch::sequence(toks.data(), n, 0, false), hp.slice_rows(0, n));
+    EXPECT_EQ(last_row(c, c.logits), ref_logits) << n << " rows, last row's logits";
+    EXPECT_EQ(last_row(c, c.hidden), ref_hidden) << n << " rows, last row's hidden state";
+    const ForwardOutputs c2 = head->forward(*cu, Batch::sequence(&toks[static_cast<size_t>(n)], 1, n, false),
+                                           hp.slice_rows(0, 1));
+    EXPECT_EQ(download(c2.logits), ref_next) << n << " rows, the next row's logits";
+    // cache-only forward (no output), then the next row
+    auto co = head->new_state(so);
+    head->forward(*co, Batch::sequence(toks.data(), n, 0, false, false), hp.slice_rows(0, n));
+    const ForwardOutputs o2 = head->forward(*co, Batch::sequence(&toks[static_cast<size_t>(n)], 1, n, false),
+                                            hp.slice_rows(0, 1));
+    EXPECT_EQ(download(o2.logits), ref_next) << n << " cache-only rows, the next row's logits";
+  }
+}
+
+TEST(Mtp, CacheOnlyRowsKeepTheOutputBits) {
+  auto e = load(modeltest::default_model());
+  expect_cache_rows_keep_bits(*e);
+}
+
+TEST(Mtp, CacheOnlyRowsKeepTheOutputBitsMoe) {
+  auto e = load(modeltest::make_model("mtp_qwen35moe", std::string(modeltest::kQwen35MoeArgs) + " --mtp-layers 1"));
+  expect_cache_rows_keep_bits(*e);
+}
+
 }  // namespace
 }  // namespace df
