@@ -401,10 +401,12 @@ json speed(const mv::Context& ctx, GgmlType t, int64_t rows, int64_t cols, doubl
 int main(int argc, char** argv) {
   CLI::App app("GPU matvec workbench");
   std::string out_path = "matvec_cuda.json", formats_arg;
-  bool quick = false;
+  bool quick = false, all_shapes = false;
   app.add_option("--out", out_path, "JSON output file");
   app.add_option("--formats", formats_arg, "comma-separated type names (default: all)");
   app.add_flag("--quick", quick, "smaller bandwidth buffer, speed on two shapes only");
+  app.add_flag("--all-shapes", all_shapes, "every format on every speed shape (default: the formats other than the "
+                                           "priority ones on 17408x5120 and 248320x5120 only)");
   bool no_variants = false, no_validate = false;
   std::string pipe_arg = "5211,5221,5212,5222,5311,5321,5312,5322,5411,5421,5611";
   app.add_flag("--no-variants", no_variants, "skip the (RW, U) variants of the unpipelined kernels");
@@ -549,7 +551,7 @@ int main(int argc, char** argv) {
         const std::string name = std::to_string(sh[0]) + "x" + std::to_string(sh[1]);
         if (!shapes_arg.empty() && ("," + shapes_arg + ",").find("," + name + ",") == std::string::npos) continue;
         if (quick && !(sh[0] == 17408 || head)) continue;
-        if (!prio && !(sh[0] == 17408 || head)) continue;  // other formats: two shapes
+        if (!prio && !all_shapes && !(sh[0] == 17408 || head)) continue;  // other formats: two shapes
         std::vector<int> ns = prio && sh[0] == 17408 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
         if (!ns_list.empty() && !head) ns = ns_list;
         sp.push_back(speed(ctx, t, sh[0], sh[1], bw, prio && !no_variants, ns, prio ? pipe_codes : std::vector<int>{},
