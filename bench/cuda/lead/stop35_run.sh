@@ -17,6 +17,9 @@
 #     PART=final CARRY=.devcarry/lf35f bash bench/cuda/lead/stop35_run.sh
 #   env: TEST_ARGS=--gtest_filter=..., MODELS="q4_0 q8_0", T27=seconds after which the 27B is
 #   skipped (default 470)
+#   PART=trace: the decode matvec chains (27B-like Q4_0 / Q8_0, 16 layers; 4B Q4_0) with PDL and a
+#     traced replay: per stage the x prologue, products and span (same carry as PART=mv)
+#     PART=trace CARRY=.devcarry/lf35m bash bench/cuda/lead/stop35_run.sh
 #   PART=mv: the matvec micro-benchmark per format (issue 9's table): every format at the five
 #     speed shapes (--all-shapes), n = 1, f32-x ("default") and the backend's int8-x default
 #     ("int8x_rows_pdl"), with the workbench's validation at 1024 x 4096:
@@ -24,6 +27,17 @@
 #     PART=mv CARRY=.devcarry/lf35m bash bench/cuda/lead/stop35_run.sh
 set -uo pipefail
 source bench/cuda/lead/lib.sh
+if [ "${PART:-ab}" = trace ]; then  # the 27B-shape and 4B chains with PDL, traced (stop 32's --chain-trace)
+  D=${CARRY:-.devcarry/lf35m}
+  python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
+  chmod +x $D/bench_matvec_cuda
+  export LD_LIBRARY_PATH=$PWD/$D/lib CUDA_DISABLE_PTX_JIT=1
+  nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.mem --format=csv > $OUT/gpu.txt 2>&1
+  timeout 300 $D/bench_matvec_cuda --no-variants --chain ${CHAINS:-q4_0:27b,q4_0:4b,q8_0:27b} --chain-cfgs 1:0:0 \
+    --chain-trace --out $OUT/chain_trace.json > $OUT/chain_trace.txt 2>&1
+  echo "chain trace rc=$? $((SECONDS - T0)) s"; cut -c1-160 $OUT/chain_trace.txt | tail -60
+  exit 0
+fi
 if [ "${PART:-ab}" = mv ]; then
   D=${CARRY:-.devcarry/lf35m}
   python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
