@@ -15,6 +15,11 @@
 #     and adaptive up to 5, and the 27B's op profile (-p 16 -n 16):
 #     bench/cuda/pack.sh .devcarry/lf35f build/diskformer build/df_make_model build/tests/df_cuda_tests
 #     PART=final CARRY=.devcarry/lf35f bash bench/cuda/lead/stop35_run.sh
+#   PART=xq: df_cuda_tests on the xq handoff (the SwiGLU launch rounds its output to int8 for the
+#     down launch, --cuda-xq-handoff, default on), then decode benches with and without it
+#     (--no-cuda-xq-handoff) alternating, one binary:
+#     bench/cuda/pack.sh .devcarry/lf35x build/diskformer build/df_make_model build/tests/df_cuda_tests
+#     PART=xq CARRY=.devcarry/lf35x bash bench/cuda/lead/stop35_run.sh
 #   env: TEST_ARGS=--gtest_filter=..., MODELS="q4_0 q8_0", T27=seconds after which the 27B is
 #   skipped (default 470)
 #   PART=trace: the decode matvec chains (27B-like Q4_0 / Q8_0, 16 layers; 4B Q4_0) with PDL and a
@@ -65,7 +70,30 @@ MK=$!
 MK27=$!
 wait $MK; grep make $OUT/make.txt
 BUDGET=9999
-if [ "${PART:-ab}" = ab ]; then
+if [ "${PART:-ab}" = xq ]; then
+  ( mk /tmp/q3_4b_q4_K.gguf --preset qwen3_4b --type q4_K ) &
+  MK4K=$!
+  for rep in 1 2; do
+    bench q4_0_p16_off$rep /tmp/q3_4b_q4_0.gguf -p 16 -n 128 -r 2 --no-cuda-xq-handoff
+    bench q4_0_p16_on$rep /tmp/q3_4b_q4_0.gguf -p 16 -n 128 -r 2
+  done
+  bench q4_0_p512_off /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2 --no-cuda-xq-handoff
+  bench q4_0_p512_on /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2
+  bench q8_0_off /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2 --no-cuda-xq-handoff
+  bench q8_0_on /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2
+  bench default_off models/default.gguf -p 512 -n 128 -r 2 --no-cuda-xq-handoff
+  bench default_on models/default.gguf -p 512 -n 128 -r 2
+  bench default_mtp_on models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --spec-prompt models/heldout.txt
+  if wait $MK4K; then
+    bench q4_K_off /tmp/q3_4b_q4_K.gguf -p 512 -n 128 -r 2 --no-cuda-xq-handoff
+    bench q4_K_on /tmp/q3_4b_q4_K.gguf -p 512 -n 128 -r 2
+  fi
+  if wait $MK27 && [ $((SECONDS - T0)) -lt ${T27:-470} ]; then
+    bench q27_off /tmp/q35_27b_q4_0.gguf -p 512 -n 64 -r 1 --no-cuda-xq-handoff
+    bench q27_on /tmp/q35_27b_q4_0.gguf -p 512 -n 64 -r 1
+    bench q27_mtp_on /tmp/q35_27b_q4_0.gguf -p 32 -n 64 -r 1 --spec mtp --draft-max 3 --draft-accept 0.8
+  fi
+elif [ "${PART:-ab}" = ab ]; then
   for rep in 1 2; do
     DFBIN=$OLD bench q4_0_p16_old$rep /tmp/q3_4b_q4_0.gguf -p 16 -n 128 -r 2
     DFBIN=$NEW bench q4_0_p16_new$rep /tmp/q3_4b_q4_0.gguf -p 16 -n 128 -r 2
