@@ -99,7 +99,9 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
     if (nc < n) {
       // x += attention(attn_norm(x)); x += ffn(post_attention_norm(x)), through the fused
       // blocks the trunk uses (the same ops in the same order on the CPU; fewer launches on CUDA)
-      const blocks::BatchInputs rest = nc > 0 ? in.sub(nc, n - nc) : in;
+      blocks::BatchInputs tail;  // rows nc.. as a batch of their own (only where some are cache-only)
+      if (nc > 0) tail = in.sub(nc, n - nc);
+      const blocks::BatchInputs& rest = nc > 0 ? tail : in;
       const int64_t r = n - nc;
       const Tensor xr = x.slice_rows(nc, r), xnr = xn.slice_rows(nc, r);
       KvCache* caches[1] = {&st->cache};
