@@ -134,6 +134,14 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "once between them (each its share, written into every block's shared memory) instead of once "
                  "per block (default 0: no clusters, each block rounds all of x; 2-8 measured slower on an H100; the same bits)")
       ->check(CLI::IsMember({0, 2, 4, 8}));
+  app.add_option("--cuda-gemm-min-rows", f.cuda_gemm_min_rows,
+                 "GPU matmuls of 9..N rows (short prompts, small batches) by the matvec, up to 8 rows a launch; more "
+                 "rows by the tensor-core GEMM (default 16)")
+      ->check(CLI::Range(int64_t{8}, int64_t{4096}));
+  app.add_flag("--cuda-fuse-attn-gate,!--no-cuda-fuse-attn-gate", f.cuda_fuse_attn_gate,
+               "GPU decode / verify of qwen35's gated attention: the attention launch reads the query heads from "
+               "the [query | gate] projection and applies sigmoid(gate) to its output (no split, no gate launch; "
+               "default on; the same bits)");
   app.add_flag("--cuda-prefill-sgemm,!--no-cuda-prefill-sgemm", f.cuda_prefill_sgemm,
                "GPU prefill: F32 weights (MoE routers, float models) by FP32 cuBLAS instead of the f16 tile kernel "
                "(default on)");
@@ -230,6 +238,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_mv_short_pipe = f.cuda_mv_short_pipe;
   o.cuda_mv_stage_x = f.cuda_mv_stage_x;
   o.cuda_mv_cluster = f.cuda_mv_cluster;
+  o.cuda_gemm_min_rows = f.cuda_gemm_min_rows;
+  o.cuda_fuse_attn_gate = f.cuda_fuse_attn_gate;
   o.cuda_moe_streamed_fused = f.cuda_moe_streamed_fused;
   o.expert_cache_mb = f.expert_cache_mb;
   o.expert_source = f.expert_source;

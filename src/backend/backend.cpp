@@ -153,6 +153,27 @@ void Backend::qk_norm_rope_attention(const Tensor& q, const Tensor& k, const Ten
   attention(q, cache, pos, p, out);
 }
 
+Tensor head_half(const Tensor& qg, int64_t n_head, int64_t hd, int64_t part) {
+  Tensor t = qg;
+  t.data = static_cast<uint8_t*>(qg.data) + static_cast<size_t>(part * hd) * sizeof(float);
+  t.cols = hd;
+  t.rows = qg.rows * n_head;
+  t.stride = static_cast<size_t>(2 * hd) * sizeof(float);
+  return t;
+}
+
+void Backend::gated_qk_norm_rope_attention(const Tensor& qg, const Tensor& q, const Tensor& gate, const Tensor& k,
+                                           const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                                           const Tensor& pos, const RopeParams& rq, const RopeParams& rk,
+                                           KvCache& cache, const AttentionParams& p, const Tensor& out) {
+  const int64_t hd = p.head_dim, nh = p.n_head;
+  const CopyPair split[] = {{head_half(qg, nh, hd, 0), q.reshape(hd)},       // q [n, n_head * hd]
+                            {head_half(qg, nh, hd, 1), gate.reshape(hd)}};  // gate [n, n_head * hd]
+  copy_batch(split);
+  qk_norm_rope_attention(q, k, v, q_norm, k_norm, eps, pos, rq, rk, cache, p, out);
+  sigmoid_mul(gate, out, out);
+}
+
 
 void Backend::delta_net_core(const DeltaNetCore& a, std::span<const DeltaNetSeq> seqs) {
   const int64_t d = a.head_dim, kd = a.n_k_heads * d, vd = a.o.cols;

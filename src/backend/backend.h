@@ -152,6 +152,10 @@ class HostReader {
   virtual const void* wait() = 0;
 };
 
+// Rows [n * n_head, hd] of one half (part 0: query, 1: gate) of a dense [n, n_head * 2 * hd]
+// projection whose heads hold [query | gate] (a strided view, no copy).
+Tensor head_half(const Tensor& qg, int64_t n_head, int64_t hd, int64_t part);
+
 class Backend;
 // A dense tensor [rows, cols] in fresh memory of `b`; the buffer is appended to `owner`,
 // which keeps it alive.
@@ -284,6 +288,13 @@ class Backend {
                                       const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
                                       const RopeParams& rk, KvCache& cache, const AttentionParams& p,
                                       const Tensor& out);
+  // qwen35's gated attention of one sequence after its projections: qg [n, n_head * 2 * hd]
+  // holds each head's [query | gate]. copy_batch of qg's halves into q and gate (scratch, [n,
+  // n_head * hd]: head_half), qk_norm_rope_attention(q, k, v, ..., out), sigmoid_mul(gate, out, out).
+  virtual void gated_qk_norm_rope_attention(const Tensor& qg, const Tensor& q, const Tensor& gate, const Tensor& k,
+                                            const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                                            const Tensor& pos, const RopeParams& rq, const RopeParams& rk,
+                                            KvCache& cache, const AttentionParams& p, const Tensor& out);
 
   // The Gated DeltaNet mixer's recurrent core (DeltaNetCore), rows of sequence s as
   // x.slice_rows(s.row0, s.n), q | k | v = conv's columns [0, Hk*d) | [Hk*d, 2*Hk*d) | [2*Hk*d, C):

@@ -44,6 +44,7 @@ struct BackendOptions {
   bool cuda_attn_v1 = false;    // `cuda`: decode attention by the v1 kernel (CudaOptions::attn_v1)
   bool cuda_no_fuse_qk_attention = false;  // `cuda`: qk_norm_rope and attention as two launches
   bool cuda_prefill_sgemm = true;  // `cuda`: CudaOptions::prefill_sgemm
+  int64_t cuda_gemm_min_rows = 16;  // `cuda`: CudaOptions::gemm_min_rows
   bool cuda_attn_wide = false;  // `cuda`: the GQA attention kernel with 256 threads (CudaOptions::attn_wide)
   int64_t cuda_l2_prefetch_bytes = 0;  // `cuda`: CudaOptions::l2_prefetch_bytes
   int cuda_mv_blocks_per_sm = 0;       // `cuda`: CudaOptions::mv_blocks_per_sm
@@ -51,6 +52,7 @@ struct BackendOptions {
   int cuda_mv_short_pipe = 0;          // `cuda`: CudaOptions::mv_short_pipe
   bool cuda_mv_stage_x = false;        // `cuda`: CudaOptions::mv_stage_x
   int cuda_mv_cluster = 0;             // `cuda`: CudaOptions::mv_cluster
+  bool cuda_no_fuse_attn_gate = false;  // `cuda`: CudaOptions::fuse_attn_gate off
   bool cuda_moe_streamed_fused = false;  // `cuda`: CudaOptions::moe_streamed_fused
   // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a
   // device cache of what is free; 0: resident; > 0: in host memory, a cache of this many MiB.

@@ -246,21 +246,6 @@ AttnScratch make_attn_scratch(Workspace& ws, const ModelInfo& m, bool gated) {
 
 namespace {
 
-// Rows [n * n_head, hd] of one half (part 0: query, 1: gate) of a dense [n, n_head * 2 * hd]
-// projection whose heads hold [query | gate].
-Tensor head_half(const Tensor& qg, int64_t n_head, int64_t hd, int64_t part) {
-  Tensor t = qg;
-  t.data = static_cast<uint8_t*>(qg.data) + static_cast<size_t>(part * hd) * sizeof(float);
-  t.cols = hd;
-  t.rows = qg.rows * n_head;
-  t.stride = static_cast<size_t>(2 * hd) * sizeof(float);
-  return t;
-}
-
-}  // namespace
-
-namespace {
-
 // The attention block after its projections t.q (or t.qg), t.k, t.v: q/k norms, RoPE, KV store
 // and attention per sequence, the gate -> t.att [n, n_head * hd].
 void attention_core(Backend& b, const AttnWeights& W, const AttnShape& s, AttnScratch& t, const BatchInputs& in,
@@ -268,19 +253,22 @@ void attention_core(Backend& b, const AttnWeights& W, const AttnShape& s, AttnSc
   const int64_t n = in.n, hd = s.attn.head_dim, nh = s.attn.n_head;
   const Tensor q = t.q.slice_rows(0, n), k = t.k.slice_rows(0, n), v = t.v.slice_rows(0, n);
   const Tensor att = t.att.slice_rows(0, n);
+  RopeParams rq = s.rope, rk = s.rope;
+  rq.n_head = s.attn.n_head;
+  rk.n_head = s.attn.n_head_kv;
+  if (in.segments.size() == 1) {  // one sequence: one fused op
+    if (W.gated)
+      b.gated_qk_norm_rope_attention(t.qg.slice_rows(0, n), q, t.gate.slice_rows(0, n), k, v, W.q_norm, W.k_norm,
+                                     s.eps, in.pos, rq, rk, *caches[0], s.attn, att);
+    else
+      b.qk_norm_rope_attention(q, k, v, W.q_norm, W.k_norm, s.eps, in.pos, rq, rk, *caches[0], s.attn, att);
+    return;
+  }
   if (W.gated) {
     const Tensor qg = t.qg.slice_rows(0, n), gate = t.gate.slice_rows(0, n);
     const Backend::CopyPair split[] = {{head_half(qg, nh, hd, 0), q.reshape(hd)},       // q [n, n_head * hd]
                                        {head_half(qg, nh, hd, 1), gate.reshape(hd)}};  // gate [n, n_head * hd]
     b.copy_batch(split);
-  }
-  RopeParams rq = s.rope, rk = s.rope;
-  rq.n_head = s.attn.n_head;
-  rk.n_head = s.attn.n_head_kv;
-  if (in.segments.size() == 1) {                              // one sequence: one fused op
-    b.qk_norm_rope_attention(q, k, v, W.q_norm, W.k_norm, s.eps, in.pos, rq, rk, *caches[0], s.attn, att);
-    if (W.gated) b.sigmoid_mul(t.gate.slice_rows(0, n), att, att);
-    return;
   }
   b.qk_norm_rope(q, k, v, W.q_norm, W.k_norm, s.eps, in.pos, rq, rk, nullptr);
   for (size_t i = 0; i < in.segments.size(); ++i) {           // per sequence: its own cache

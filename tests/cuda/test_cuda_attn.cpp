@@ -19,14 +19,15 @@ namespace {
 using optest::nerr;
 using optest::randn;
 
-cuda::CudaBackend& backend_with(bool v1, bool fuse_qk, bool lean, bool wide = false) {
-  static std::unique_ptr<cuda::CudaBackend> b[16];
-  const int i = (v1 ? 1 : 0) | (fuse_qk ? 2 : 0) | (lean ? 4 : 0) | (wide ? 8 : 0);
+cuda::CudaBackend& backend_with(bool v1, bool fuse_qk, bool lean, bool wide = false, bool gate = true) {
+  static std::unique_ptr<cuda::CudaBackend> b[32];
+  const int i = (v1 ? 1 : 0) | (fuse_qk ? 2 : 0) | (lean ? 4 : 0) | (wide ? 8 : 0) | (gate ? 16 : 0);
   if (!b[i]) {
     cuda::CudaOptions o;
     o.attn_v1 = v1;
     o.attn_wide = wide;
     o.fuse_qk_attention = fuse_qk;
+    o.fuse_attn_gate = gate;
     o.lean_kernels = lean;
     o.pdl = lean;
     b[i] = std::make_unique<cuda::CudaBackend>(o);
@@ -92,8 +93,9 @@ struct QkOut {
 };
 
 // The cache holds pos0 random positions; then n rows of raw q, k, v at pos0 .. pos0 + n - 1
-// through qk_norm_rope_attention, all at once (step = n) or in calls of `step` rows.
-QkOut qk_attend(Backend& b, const QkCase& c, int64_t step, bool want_cache = true) {
+// through qk_norm_rope_attention, all at once (step = n) or in calls of `step` rows. gated:
+// through gated_qk_norm_rope_attention, q given as qwen35's [query | gate] heads with random gates.
+QkOut qk_attend(Backend& b, const QkCase& c, int64_t step, bool want_cache = true, bool gated = false) {
   const int64_t hd = c.h.hd, kv = static_cast<int64_t>(c.h.n_kv) * hd, qd = static_cast<int64_t>(c.h.n_head) * hd;
   KvCache cache = b.alloc_kv_cache(c.n_ctx, kv, GgmlType::F16);
   if (c.pos0 > 0) {
@@ -103,6 +105,7 @@ QkOut qk_attend(Backend& b, const QkCase& c, int64_t step, bool want_cache = tru
   }
   const auto qv = randn(static_cast<size_t>(c.n * qd), 53, 2.0f), kvv = randn(static_cast<size_t>(c.n * kv), 54, 2.0f);
   const auto vv = randn(static_cast<size_t>(c.n * kv), 55);
+  const auto gv = randn(static_cast<size_t>(c.n * qd), 58, 2.0f);
   auto qn = put_f32(b, randn(static_cast<size_t>(hd), 56), hd), kn = put_f32(b, randn(static_cast<size_t>(hd), 57), hd);
   RopeParams rq;
   rq.n_head = c.h.n_head, rq.head_dim = hd, rq.n_rot = c.n_rot, rq.freq_base = 1e6f;
@@ -117,8 +120,23 @@ QkOut qk_attend(Backend& b, const QkCase& c, int64_t step, bool want_cache = tru
     auto k = put_f32(b, std::vector<float>(kvv.begin() + r0 * kv, kvv.begin() + (r0 + m) * kv), kv);
     auto v = put_f32(b, std::vector<float>(vv.begin() + r0 * kv, vv.begin() + (r0 + m) * kv), kv);
     auto out = put_f32(b, std::vector<float>(static_cast<size_t>(m * qd), NAN), qd);
-    b.qk_norm_rope_attention(q.t, k.t, v.t, qn.t, kn.t, 1e-6f, positions(b, c.pos0 + r0, m).t, rq, rk, cache, p,
-                             out.t);
+    if (gated) {
+      std::vector<float> qg(static_cast<size_t>(2 * m * qd));  // per row and head: [query | gate]
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t h = 0; h < c.h.n_head; ++h)
+          for (int64_t e = 0; e < hd; ++e) {
+            const size_t src = static_cast<size_t>((r0 + r) * qd + h * hd + e);
+            qg[static_cast<size_t>(r * 2 * qd + h * 2 * hd + e)] = qv[src];
+            qg[static_cast<size_t>(r * 2 * qd + h * 2 * hd + hd + e)] = gv[src];
+          }
+      auto qgt = put_f32(b, qg, 2 * qd);
+      auto gate = put_f32(b, std::vector<float>(static_cast<size_t>(m * qd), NAN), qd);
+      b.gated_qk_norm_rope_attention(qgt.t, q.t, gate.t, k.t, v.t, qn.t, kn.t, 1e-6f, positions(b, c.pos0 + r0, m).t,
+                                     rq, rk, cache, p, out.t);
+    } else {
+      b.qk_norm_rope_attention(q.t, k.t, v.t, qn.t, kn.t, 1e-6f, positions(b, c.pos0 + r0, m).t, rq, rk, cache, p,
+                               out.t);
+    }
     const auto got = get_f32(b, out.t);
     o.out.insert(o.out.end(), got.begin(), got.end());
   }
@@ -186,6 +204,32 @@ TEST(CudaAttn, RowsAloneAreTheVerifyBits) {
       EXPECT_EQ(all.K, alone.K) << name(c) << " cfg " << cfg;
       EXPECT_EQ(all.V, alone.V) << name(c) << " cfg " << cfg;
     }
+  }
+}
+
+// qwen35's gated attention in one launch (CudaOptions::fuse_attn_gate: the query heads read from
+// the [query | gate] projection, sigmoid(gate) applied by the attention kernel) gives the bits of
+// the split copy, the fused attention and sigmoid_mul (outputs and cache), with the lean
+// launches (direct writes and last-slice merges) and the merge kernel; rows alone give the bits
+// of the same rows in one call; and the CPU's results within the attention budget.
+TEST(CudaAttn, GatedIsTheSplitAndGateBits) {
+  DF_REQUIRE_GPU();
+  for (const QkCase& c : kQkCases) {
+    for (bool lean : {true, false}) {
+      Backend& one = backend_with(false, true, lean, false, true);
+      const QkOut fused = qk_attend(one, c, c.n, true, true);
+      const QkOut split = qk_attend(backend_with(false, true, lean, false, false), c, c.n, true, true);
+      ASSERT_EQ(fused.out.size(), split.out.size());
+      EXPECT_EQ(0, std::memcmp(fused.out.data(), split.out.data(), fused.out.size() * 4)) << name(c) << " lean " << lean;
+      EXPECT_EQ(fused.K, split.K) << name(c) << " lean " << lean;
+      EXPECT_EQ(fused.V, split.V) << name(c) << " lean " << lean;
+      const QkOut alone = qk_attend(one, c, 1, false, true);
+      EXPECT_EQ(0, std::memcmp(fused.out.data(), alone.out.data(), fused.out.size() * 4)) << name(c) << " lean " << lean;
+    }
+    const QkOut fused = qk_attend(backend_with(false, true, true), c, c.n, false, true);
+    const QkOut ref = qk_attend(cpu_ref(), c, c.n, false, true);
+    for (float x : fused.out) ASSERT_TRUE(std::isfinite(x)) << name(c);
+    EXPECT_LE(nerr(ref.out, fused.out), 1e-5) << name(c);
   }
 }
 

@@ -118,8 +118,10 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   lean_ = opt.lean_kernels;
   attn_v1_ = opt.attn_v1;
   fuse_qk_attn_ = opt.fuse_qk_attention;
+  fuse_attn_gate_ = opt.fuse_attn_gate;
   attn_wide_ = opt.attn_wide;
   prefill_sgemm_ = opt.prefill_sgemm;
+  gemm_min_rows_ = std::max<int64_t>(cudamv::kMaxRows, opt.gemm_min_rows);
   fuse_deltanet_ = opt.fuse_deltanet;
   small_pdl_ = opt.pdl && opt.lean_kernels;
   moe_ = std::make_unique<MoeBuffers>();
@@ -346,15 +348,26 @@ void CudaBackend::mul_packed(const cudamv::PackedWeight& P, const float* x, int6
     cudamv::matvec(P, x, y, static_cast<int>(n), ctx_->stream());
     return;
   }
+  // Up to gemm_min_rows rows: the matvec, up to 8 rows a launch (strided rows one at a time).
+  const bool x_aligned = x_stride % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
+  if (n <= gemm_min_rows_ && ((x_stride == k && y_stride == m) || x_aligned)) {
+    const bool dense_rows = x_stride == k && y_stride == m;
+    for (int64_t r0 = 0; r0 < n;) {
+      const int64_t c = dense_rows ? std::min<int64_t>(cudamv::kMaxRows, n - r0) : 1;
+      cudamv::matvec(P, x + r0 * x_stride, y + r0 * y_stride, static_cast<int>(c), ctx_->stream());
+      r0 += c;
+    }
+    return;
+  }
   // F32 weights (a MoE router, the shared expert's gate, float models): FP32 cuBLAS on x as it is
   // rather than the tiles' f16 rounding of both operands (an f32 weight past 65504 would not even
   // fit f16). Speed measured the same on the 35B-A3B shape's prefill (H200, stop 25).
-  if (prefill_sgemm_ && n > gemm::kMinRows && P.type == GgmlType::F32 && P.q_row_bytes % sizeof(float) == 0 &&
+  if (prefill_sgemm_ && n > cudamv::kMaxRows && P.type == GgmlType::F32 && P.q_row_bytes % sizeof(float) == 0 &&
       weights_->gemm_tiles.sgemm(reinterpret_cast<const float*>(P.data),
                                  static_cast<int64_t>(P.q_row_bytes / sizeof(float)), m, k, x, x_stride, n, y, y_stride,
                                  ctx_->stream(), ctx_->capturing()))
     return;
-  if (n > gemm::kMinRows && gemm::supported(P) && x_stride % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0) {
+  if (n > cudamv::kMaxRows && gemm::supported(P) && x_aligned) {
     auto* xh = static_cast<uint16_t*>(ctx_->scratch(static_cast<size_t>(n * k) * sizeof(uint16_t)));
     gemm::convert_x_f16(x, x_stride, n, k, xh, ctx_->stream());
     weights_->gemm_tiles.gemm(P, xh, n, y, y_stride, ctx_->stream(), ctx_->capturing());
@@ -757,12 +770,14 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.fuse_qk_attention = !opt.cuda_no_fuse_qk_attention;
   o.attn_wide = opt.cuda_attn_wide;
   o.prefill_sgemm = opt.cuda_prefill_sgemm;
+  o.gemm_min_rows = opt.cuda_gemm_min_rows;
   o.l2_prefetch_bytes = opt.cuda_l2_prefetch_bytes;
   o.mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   o.moe_pipe = opt.cuda_moe_pipe;
   o.mv_short_pipe = opt.cuda_mv_short_pipe;
   o.mv_stage_x = opt.cuda_mv_stage_x;
   o.mv_cluster = opt.cuda_mv_cluster;
+  o.fuse_attn_gate = !opt.cuda_no_fuse_attn_gate;
   o.moe_streamed_fused = opt.cuda_moe_streamed_fused;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;
   o.gpu_mem_bytes = opt.cuda_gpu_mem_bytes;

@@ -71,12 +71,21 @@ struct CudaOptions {
   // qk_norm_rope_attention of 1..8 rows in one launch (the GQA kernel with the norms, RoPE and
   // KV store folded in; the same bits as the two ops), with fuse and not attn_v1.
   bool fuse_qk_attention = true;
+  // gated_qk_norm_rope_attention (qwen35's gated attention) with fuse_qk_attention: the GQA
+  // launch reads the query heads from the [query | gate] projection and multiplies its output
+  // by sigmoid(gate) itself (no split copy, no sigmoid_mul launch; the same bits).
+  bool fuse_attn_gate = true;
   // The GQA kernel with 256 threads a block instead of 128 (the same tiles, sums and bits; the
   // first tile's loads before the query heads' work). Not yet run on a GPU: off until measured.
   bool attn_wide = false;
   // Prefill (more than 16 rows): F32 weights by FP32 cuBLAS instead of the f16 tile kernel
   // (CudaBackend::mul_packed).
   bool prefill_sgemm = true;
+  // Matmuls of 9 .. gemm_min_rows rows (a short prompt's prefill, a small batch) as the matvec in
+  // launches of up to 8 rows (each reads the weights once); above, the tensor-core GEMM (whose
+  // 128-row tiles leave most SMs idle on a few-row matrix at small n). Before stop 36 9..16 rows
+  // took the dequantized-tile fallback: a 16-token prefill of a 4B took 180 ms on the H200.
+  int64_t gemm_min_rows = 16;
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.
@@ -264,6 +273,13 @@ class CudaBackend final : public Backend {
                               const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
                               const RopeParams& rk, KvCache& cache, const AttentionParams& p,
                               const Tensor& out) override;
+  // The same launch with fuse_attn_gate: the query heads read from qg's [query | gate] heads in
+  // place and the output multiplied by sigmoid(gate) there (the bits of the default's split,
+  // attention and sigmoid_mul); otherwise the default's ops.
+  void gated_qk_norm_rope_attention(const Tensor& qg, const Tensor& q, const Tensor& gate, const Tensor& k,
+                                    const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                                    const Tensor& pos, const RopeParams& rq, const RopeParams& rk, KvCache& cache,
+                                    const AttentionParams& p, const Tensor& out) override;
   // Decode (1..8 rows, lean kernels): two launches per sequence, conv + SILU + q/k l2 norms
   // (ops/ssm_conv.cuh) and the delta rule with the head norm and the silu(z) gate in its last
   // block per value head (ops/delta_rule.cuh); otherwise the default's six ops. The same bits.
@@ -302,14 +318,21 @@ class CudaBackend final : public Backend {
   const cudamv::PackedWeight& packed(const Tensor& W) const;  // the GPU layout of a weight
   void matvec_rows(const cudamv::PackedWeight& W, const Tensor& x, const Tensor& y);
   const cudamv::PackedWeight* find_packed(const Tensor& W) const;  // null: not a packed weight
+  // The fused GQA launch of qk_norm_rope_attention (qg null) or of its gated form (q's heads
+  // and the gates from *qg); false, nothing launched, where the shapes or switches do not allow it.
+  bool fused_attention(const Tensor& q, const Tensor* qg, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                       const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
+                       const RopeParams& rk, KvCache& cache, const AttentionParams& p, const Tensor& out);
   std::unique_ptr<CudaContext> ctx_;
   std::unique_ptr<PackedWeights> weights_;
   bool fuse_ = true;
   bool lean_ = true;        // CudaOptions::lean_kernels
   bool attn_v1_ = false;    // CudaOptions::attn_v1
   bool fuse_qk_attn_ = true;  // CudaOptions::fuse_qk_attention
+  bool fuse_attn_gate_ = true;  // CudaOptions::fuse_attn_gate
   bool attn_wide_ = false;    // CudaOptions::attn_wide
   bool prefill_sgemm_ = true;  // CudaOptions::prefill_sgemm
+  int64_t gemm_min_rows_ = 16;  // CudaOptions::gemm_min_rows
   bool fuse_deltanet_ = false;  // CudaOptions::fuse_deltanet
   bool small_pdl_ = true;   // the small kernels launched with PDL (pdl && lean_kernels)
   std::unique_ptr<OpProfiler> prof_;  // null unless set_profiling(true)

@@ -209,10 +209,10 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v
   launch_qk_norm_rope(a, q.rows, ctx_->stream(), small_pdl_);
 }
 
-void CudaBackend::qk_norm_rope_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
-                                         const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
-                                         const RopeParams& rk, KvCache& cache, const AttentionParams& p,
-                                         const Tensor& out) {
+bool CudaBackend::fused_attention(const Tensor& q, const Tensor* qg, const Tensor& k, const Tensor& v,
+                                  const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& pos,
+                                  const RopeParams& rq, const RopeParams& rk, KvCache& cache,
+                                  const AttentionParams& p, const Tensor& out) {
   AttnArgs a;
   a.n_head = p.n_head;
   a.n_head_kv = p.n_head_kv;
@@ -224,12 +224,11 @@ void CudaBackend::qk_norm_rope_attention(const Tensor& q, const Tensor& k, const
                   rq.n_head == p.n_head && rk.n_head == p.n_head_kv && attention_gqa_supported(a) &&
                   dense_f32(out) && out.rows == q.rows && out.cols == q.cols &&
                   ((reinterpret_cast<uintptr_t>(cache.k.data) | reinterpret_cast<uintptr_t>(cache.v.data)) & 15u) == 0 &&
-                  cache.kv_dim % 8 == 0;
-  if (!ok) {
-    Backend::qk_norm_rope_attention(q, k, v, q_norm, k_norm, eps, pos, rq, rk, cache, p, out);
-    return;
-  }
-  OpScope ps(prof_.get(), "qk_norm_rope_attention");
+                  cache.kv_dim % 8 == 0 &&
+                  (!qg || (fuse_attn_gate_ && qg->type == GgmlType::F32 && qg->rows == q.rows &&
+                           qg->cols == 2 * q.cols && fstride(*qg) >= qg->cols));
+  if (!ok) return false;
+  OpScope ps(prof_.get(), qg ? "gated_attention" : "qk_norm_rope_attention");
   ctx_->make_current();
   GqaFuse f;
   f.k = fp(k), f.k_stride = fstride(k);
@@ -238,10 +237,35 @@ void CudaBackend::qk_norm_rope_attention(const Tensor& q, const Tensor& k, const
   f.rope = rope_args(rq);
   f.K = static_cast<__half*>(cache.k.data);
   f.V = static_cast<__half*>(cache.v.data);
+  const float* qp = fp(q);
+  int64_t qs = fstride(q);
+  if (qg) {  // the query heads and gates read from the [query | gate] projection in place
+    qp = fp(*qg), qs = fstride(*qg);
+    f.q_head_stride = 2 * p.head_dim;
+    f.gate = qp + p.head_dim;
+  }
   float* scratch = static_cast<float*>(ctx_->scratch(attention_scratch_floats(q.rows, a) * sizeof(float) + 16));
   int32_t* counters = lean_ ? ctx_->counters(static_cast<size_t>(attention_counters(q.rows, a))) : nullptr;
-  launch_attention_gqa(fp(q), fstride(q), q.rows, f.K, f.V, cache.kv_dim, static_cast<const int32_t*>(pos.data), 0,
-                       a, scratch, fp(out), fstride(out), ctx_->stream(), counters, small_pdl_, &f, attn_wide_);
+  launch_attention_gqa(qp, qs, q.rows, f.K, f.V, cache.kv_dim, static_cast<const int32_t*>(pos.data), 0, a, scratch,
+                       fp(out), fstride(out), ctx_->stream(), counters, small_pdl_, &f, attn_wide_);
+  return true;
+}
+
+void CudaBackend::qk_norm_rope_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                         const Tensor& k_norm, float eps, const Tensor& pos, const RopeParams& rq,
+                                         const RopeParams& rk, KvCache& cache, const AttentionParams& p,
+                                         const Tensor& out) {
+  if (!fused_attention(q, nullptr, k, v, q_norm, k_norm, eps, pos, rq, rk, cache, p, out))
+    Backend::qk_norm_rope_attention(q, k, v, q_norm, k_norm, eps, pos, rq, rk, cache, p, out);
+}
+
+void CudaBackend::gated_qk_norm_rope_attention(const Tensor& qg, const Tensor& q, const Tensor& gate,
+                                               const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                               const Tensor& k_norm, float eps, const Tensor& pos,
+                                               const RopeParams& rq, const RopeParams& rk, KvCache& cache,
+                                               const AttentionParams& p, const Tensor& out) {
+  if (!fused_attention(q, &qg, k, v, q_norm, k_norm, eps, pos, rq, rk, cache, p, out))
+    Backend::gated_qk_norm_rope_attention(qg, q, gate, k, v, q_norm, k_norm, eps, pos, rq, rk, cache, p, out);
 }
 
 }  // namespace df::cuda

@@ -147,10 +147,13 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (!FUSED) extent();
   if (counters && sp.n_splits > 1 && slice >= used) return;
 
-  const float* qr = q + r * qs + static_cast<int64_t>(hk) * G * HD;
+  const int64_t hs = FUSED && f.q_head_stride > 0 ? f.q_head_stride : HD;  // query head stride
+  const float* qr = q + r * qs + static_cast<int64_t>(hk) * G * hs;
+  // FUSED, gated: the gates of the group's heads (GqaFuse::gate), at q's strides.
+  const float* gr = FUSED && f.gate ? f.gate + r * qs + static_cast<int64_t>(hk) * G * hs : nullptr;
   float xq[KW], xk[KW], xv[KW];  // FUSED: warp's query head and own row (k, v), raw
   if constexpr (FUSED) {
-    if (warp < kNormWarps && warp < G) load_head(qr + warp * HD, HD, lane, xq);
+    if (warp < kNormWarps && warp < G) load_head(qr + warp * hs, HD, lane, xq);
     if (own) {
       load_head(f.k + warp * f.k_stride + static_cast<int64_t>(hk) * HD, HD, lane, xk);
       load_head(f.v + warp * f.v_stride + static_cast<int64_t>(hk) * HD, HD, lane, xv);
@@ -166,7 +169,7 @@ __global__ void __launch_bounds__(kThreads)
         if (g == warp)
           norm_rope_regs<KW>(xq, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane, put, sRope);
         else
-          norm_rope_head<KW>(qr + g * HD, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane, put, sRope);
+          norm_rope_head<KW>(qr + g * hs, wq, f.eps, f.rope, static_cast<int32_t>(last), sX[warp], lane, put, sRope);
       }
     } else {
       for (int i = t; i < G * HD; i += kThreads) sQ[i] = qr[i] * a.scale;
@@ -297,8 +300,9 @@ __global__ void __launch_bounds__(kThreads)
       if (g >= G) continue;
       const float inv = 1.0f / sL[g];
       float* orow = out + r * os + static_cast<int64_t>(hk * G + g) * HD + d0;
+      const float* grow = gr ? gr + g * hs + d0 : nullptr;
 #pragma unroll
-      for (int e = 0; e < DT; ++e) orow[e] = acc[j][e] * inv;
+      for (int e = 0; e < DT; ++e) orow[e] = gated_out(acc[j][e] * inv, grow, e);
     }
     return;
   }
@@ -327,13 +331,15 @@ __global__ void __launch_bounds__(kThreads)
   __threadfence();
   for (int g = warp; g < G; g += kWarps)
     merge_slices<HD / 32, true>(rp + static_cast<int64_t>(g) * sp.n_splits * (HD + 2), used, lane,
-                                out + r * os + static_cast<int64_t>(hk * G + g) * HD + lane * (HD / 32));
+                                out + r * os + static_cast<int64_t>(hk * G + g) * HD + lane * (HD / 32),
+                                gr ? gr + g * hs + lane * (HD / 32) : nullptr);
 }
 
 // One warp per (head, row) when no counters: attention.cu's merge kernel's work.
+// gate (may be null): GqaFuse::gate, at rows gs floats apart and heads hs apart.
 template <int HD>
 __global__ void gqa_merge_kernel(const float* part, const int32_t* pos, int64_t pos0, AttnArgs a, AttnSplit sp,
-                                 float* out, int64_t os) {
+                                 float* out, int64_t os, const float* gate, int64_t gs, int64_t hs) {
   const int h = blockIdx.x;
   const int64_t r = blockIdx.y;
   pdl_wait();
@@ -342,7 +348,8 @@ __global__ void gqa_merge_kernel(const float* part, const int32_t* pos, int64_t 
   const int64_t used = last / sp.split_len + 1;
   const int n = static_cast<int>(used < sp.n_splits ? used : sp.n_splits);
   merge_slices<HD / 32, false>(part + (r * a.n_head + h) * sp.n_splits * (HD + 2), n, threadIdx.x,
-                               out + r * os + static_cast<int64_t>(h) * HD + threadIdx.x * (HD / 32));
+                               out + r * os + static_cast<int64_t>(h) * HD + threadIdx.x * (HD / 32),
+                               gate ? gate + r * gs + h * hs + threadIdx.x * (HD / 32) : nullptr);
 }
 
 template <int HD>
@@ -364,7 +371,8 @@ void launch_hd(const float* q, int64_t qs, int64_t rows, const __half* K, const 
   launch_check("attention (gqa)");
   if (sp.n_splits > 1 && !counters) {
     launch_kernel(gqa_merge_kernel<HD>, dim3(static_cast<unsigned>(a.n_head), static_cast<unsigned>(rows)),
-                  dim3(32), 0, s, pdl, scratch, pos, pos0, a, sp, out, os);
+                  dim3(32), 0, s, pdl, scratch, pos, pos0, a, sp, out, os, f.gate, qs,
+                  f.q_head_stride > 0 ? f.q_head_stride : int64_t{HD});
     launch_check("attention (gqa) merge");
   }
 }

@@ -53,6 +53,12 @@ struct GqaFuse {
   RopeArgs rope;              // head_dim (== AttnArgs::head_dim), n_rot, theta_scale, sections
   __half* K = nullptr;        // the cache the launch reads (its rows' positions written)
   __half* V = nullptr;
+  // Gated attention (qwen35): q holds each head's [query | gate], its query heads q_head_stride
+  // floats apart (0: head_dim), and gate (non-null) the same rows' gates at q's strides (q +
+  // head_dim); each output is multiplied by sigmoid(gate) as sigmoid_mul does: the bits of the
+  // split copy, the attention and sigmoid_mul.
+  int64_t q_head_stride = 0;
+  const float* gate = nullptr;
 };
 constexpr int64_t kGqaFuseMaxRows = 8;
 

@@ -4,16 +4,26 @@
 #pragma once
 #include <cmath>
 
+#include "backend/cuda/ops/activations.cuh"
 #include "backend/cuda/ops/reduce.cuh"
 
 namespace df::cuda {
+
+// An attention output x, times sigmoid(grow[e]) where grow is given: sigmoid_mul's arithmetic
+// (elementwise.cu: x * act_sigmoid(g)) on the value the unfused kernel would have stored.
+__device__ __forceinline__ float gated_out(float x, const float* grow, int e) {
+  return grow ? x * act_sigmoid(grow[e]) : x;
+}
 
 // Lane `lane`'s E dims of the output of one (row, head) from the partial softmax sums of its
 // first n slices (pp: the (row, head)'s slices, [m, l, acc[head_dim]] each; n <= 64): lane s
 // reads slice s's max and sum, then every lane sums its dims over the slices in slice order.
 // The merge kernel and the fused merge (attention_slice_kernel's last block) both run it.
+// grow (may be null): the lane's E gates; each output is then multiplied by sigmoid(gate), as
+// sigmoid_mul multiplies the stored output (attention_gqa.cuh GqaFuse::gate).
 template <int E, bool kPastL1>
-__device__ __forceinline__ void merge_slices(const float* pp, int n, int lane, float* orow) {
+__device__ __forceinline__ void merge_slices(const float* pp, int n, int lane, float* orow,
+                                             const float* grow = nullptr) {
   constexpr int HD = 32 * E;
   auto ld = [](const float* p) { return kPastL1 ? __ldcg(p) : *p; };
   float m0 = lane < n ? ld(pp + lane * (HD + 2)) : -INFINITY;
@@ -36,7 +46,7 @@ __device__ __forceinline__ void merge_slices(const float* pp, int n, int lane, f
   }
   const float inv = 1.0f / L;
 #pragma unroll
-  for (int e = 0; e < E; ++e) orow[e] = o[e] * inv;
+  for (int e = 0; e < E; ++e) orow[e] = gated_out(o[e] * inv, grow, e);
 }
 
 }  // namespace df::cuda
