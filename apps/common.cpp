@@ -136,7 +136,7 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->check(CLI::IsMember({0, 2, 4, 8}));
   app.add_option("--cuda-gemm-min-rows", f.cuda_gemm_min_rows,
                  "GPU matmuls of 9..N rows (short prompts, small batches) by the matvec, up to 8 rows a launch; more "
-                 "rows by the tensor-core GEMM (default 16)")
+                 "rows by the tensor-core GEMM, split over k where its tiles are few (default 8: the GEMM from 9 rows)")
       ->check(CLI::Range(int64_t{8}, int64_t{4096}));
   app.add_flag("--cuda-fuse-attn-gate,!--no-cuda-fuse-attn-gate", f.cuda_fuse_attn_gate,
                "GPU decode / verify of qwen35's gated attention: the attention launch reads the query heads from "

@@ -57,8 +57,16 @@ TEST(CudaOps, RmsNormAndPerHead) {
 TEST(CudaOps, MatmulTypesAndRowCounts) {
   DF_REQUIRE_GPU();
   struct Case { GgmlType t; double budget; };
-  // n > 16 rows go through the tensor-core GEMM (gemm/gemm.cuh): x and float weights are
-  // rounded to f16 (relative 2^-11), so the float formats' budget there is 1e-6.
+  // n > 8 rows go through the tensor-core GEMM (gemm/gemm.cuh; CudaOptions::gemm_min_rows 8): x
+  // and float weights are rounded to f16 (relative 2^-11), so the float formats' budget there is
+  // 1e-6. With gemm_min_rows 16, 9..16 rows take the matvec in launches of <= 8 rows: the
+  // one-row budgets.
+  static std::unique_ptr<cuda::CudaBackend> rows16;
+  if (!rows16) {
+    cuda::CudaOptions o;
+    o.gemm_min_rows = 16;
+    rows16 = std::make_unique<cuda::CudaBackend>(o);
+  }
   const Case cases[] = {{GgmlType::F32, 1e-10}, {GgmlType::F16, 1e-6}, {GgmlType::BF16, 1e-4},
                         {GgmlType::Q8_0, 1e-4}, {GgmlType::Q4_0, 1e-4}, {GgmlType::Q4_1, 1e-4},
                         {GgmlType::Q5_0, 1e-4}, {GgmlType::Q5_1, 1e-4}, {GgmlType::Q4_K, 1e-4},
@@ -70,14 +78,20 @@ TEST(CudaOps, MatmulTypesAndRowCounts) {
     for (int64_t r = 0; r < m; ++r)
       cpu::quantize_row_ref(c.t, wf.data() + r * k, wq.data() + row_bytes(c.t, k) * r, k);
     for (int64_t n : {1, 2, 5, 8, 9, 16, 17, 70, 300}) {
-      const double budget = n > 16 ? std::max(c.budget, 1e-6) : c.budget;
-      compare([&](Backend& b) -> Outputs {
+      const double budget = n > 8 ? std::max(c.budget, 1e-6) : c.budget;
+      auto run = [&](Backend& b) -> Outputs {
         const Tensor W = b.weight(c.t, k, m, wq.data());
         auto x = put_f32(b, randn(static_cast<size_t>(n * k), 11 + n), k);
         auto y = put_f32(b, std::vector<float>(n * m, NAN), m);
         b.matmul(W, x.t, y.t);
         return {get_f32(b, y.t)};
-      }, budget, std::string(type_name(c.t)) + " n=" + std::to_string(n));
+      };
+      compare(run, budget, std::string(type_name(c.t)) + " n=" + std::to_string(n));
+      if (n > 8 && n <= 16) {  // the matvec in launches of <= 8 rows
+        const Outputs ref = run(cpu_ref()), got = run(*rows16);
+        for (float v : got[0]) ASSERT_TRUE(std::isfinite(v));
+        EXPECT_LE(nerr(ref[0], got[0]), c.budget) << type_name(c.t) << " n=" << n << " by the matvec";
+      }
     }
   }
 }

@@ -81,11 +81,12 @@ struct CudaOptions {
   // Prefill (more than 16 rows): F32 weights by FP32 cuBLAS instead of the f16 tile kernel
   // (CudaBackend::mul_packed).
   bool prefill_sgemm = true;
-  // Matmuls of 9 .. gemm_min_rows rows (a short prompt's prefill, a small batch) as the matvec in
-  // launches of up to 8 rows (each reads the weights once); above, the tensor-core GEMM (whose
-  // 128-row tiles leave most SMs idle on a few-row matrix at small n). Before stop 36 9..16 rows
-  // took the dequantized-tile fallback: a 16-token prefill of a 4B took 180 ms on the H200.
-  int64_t gemm_min_rows = 16;
+  // Matmuls of 9 .. gemm_min_rows rows as the matvec in launches of up to 8 rows (each reads the
+  // weights once); above, the tensor-core GEMM (split-K where its tiles are few: gemm::split_k).
+  // 8 (default): the GEMM from 9 rows (measured faster from 16 rows on, on an H100; at 9 rows
+  // faster on a 4B, 8 % slower on a 27B). Before stop 36, 9..16 rows took a dequantized-tile
+  // fallback: a 16-token prefill of a 4B took 180 ms on the H200.
+  int64_t gemm_min_rows = 8;
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.
@@ -332,7 +333,7 @@ class CudaBackend final : public Backend {
   bool fuse_attn_gate_ = true;  // CudaOptions::fuse_attn_gate
   bool attn_wide_ = false;    // CudaOptions::attn_wide
   bool prefill_sgemm_ = true;  // CudaOptions::prefill_sgemm
-  int64_t gemm_min_rows_ = 16;  // CudaOptions::gemm_min_rows
+  int64_t gemm_min_rows_ = 8;  // CudaOptions::gemm_min_rows
   bool fuse_deltanet_ = false;  // CudaOptions::fuse_deltanet
   bool small_pdl_ = true;   // the small kernels launched with PDL (pdl && lean_kernels)
   std::unique_ptr<OpProfiler> prof_;  // null unless set_profiling(true)

@@ -3,6 +3,7 @@
 
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/gemm/families.cuh"
@@ -46,7 +47,40 @@ bool run_tile(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, floa
          gemm_raw_iq(W.type, v, x, n, y, ys, code, s);
 }
 
+__global__ void split_sum_kernel(const float* __restrict__ part, int splits, int64_t n, int64_t m,
+                                 float* __restrict__ y, int64_t ys) {
+  const int64_t total = n * m;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float acc = part[i];
+    for (int z = 1; z < splits; ++z) acc += part[static_cast<int64_t>(z) * total + i];
+    y[(i / m) * ys + i % m] = acc;
+  }
+}
+
 }  // namespace
+
+int split_k(int64_t m, int64_t n, int64_t k, int sms) {
+  const int64_t want = 2 * static_cast<int64_t>(sms), tiles = ((m + 63) / 64) * ((n + 63) / 64);
+  if (tiles >= want || n <= 0) return 1;
+  int64_t s = (want + tiles - 1) / tiles;
+  s = std::min<int64_t>(s, 16);
+  s = std::min<int64_t>(s, k / kColsStep / 4);
+  while (s > 1 && static_cast<size_t>(s * n * m) * sizeof(float) > kSplitMaxBytes) --s;
+  return s < 2 ? 1 : static_cast<int>(s);
+}
+
+void split_sum(const float* part, int splits, int64_t n, int64_t m, float* y, int64_t y_stride, cudaStream_t s) {
+  const int64_t total = n * m;
+  if (total <= 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(total / 256 + 1, 132 * 8));
+  split_sum_kernel<<<blocks, 256, 0, s>>>(part, splits, n, m, y, y_stride);
+  check_launch_gemm("split_sum");
+}
+
+Tuner::~Tuner() {
+  if (part_) cudaFree(part_);
+}
 
 bool supported(const cudamv::PackedWeight& W) {
   return W.data && W.cols % kColsStep == 0 && W.rows > 0 && cudamv::layout_supported(W.type);
@@ -82,6 +116,9 @@ std::tuple<int, int64_t, int64_t, int64_t> shape_key(const cudamv::PackedWeight&
 }  // namespace
 
 int Tuner::picked(const cudamv::PackedWeight& W, int64_t n) const {
+  if (const int sp = sms_ > 0 ? split_k(W.rows, n, W.cols, sms_) : 1;
+      sp > 1 && static_cast<size_t>(sp) * static_cast<size_t>(n * W.rows) * sizeof(float) <= part_bytes_)
+    return 4 + 16 * sp;
   const auto it = best_.find(shape_key(W, n));
   return it == best_.end() ? 0 : it->second;
 }
@@ -90,6 +127,29 @@ void Tuner::gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, f
                  cudaStream_t s, bool capturing) {
   if (!supported(W)) throw Error("cuda gemm: weight not supported (cols must be a multiple of 64)");
   if (n <= 0) return;
+  // Few tiles for the GPU: split-K (a rule of the shape, not a timing pick).
+  if (sms_ == 0) {
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms_ < 1) sms_ = 132;
+  }
+  if (const int sp = split_k(W.rows, n, W.cols, sms_); sp > 1) {
+    const size_t need = static_cast<size_t>(sp) * static_cast<size_t>(n * W.rows) * sizeof(float);
+    if (need > part_bytes_ && !capturing) {
+      if (part_) cudaFree(part_);
+      part_ = nullptr, part_bytes_ = 0;
+      if (cudaMalloc(&part_, need) != cudaSuccess) {
+        cudaGetLastError();
+        part_ = nullptr;
+      } else {
+        part_bytes_ = need;
+      }
+    }
+    if (need <= part_bytes_ && run_tile(W, xh, n, part_, W.rows, 4 + 16 * sp, s)) {
+      split_sum(part_, sp, n, W.rows, y, y_stride, s);
+      return;
+    }
+  }
   const auto key = shape_key(W, n);
   const auto it = best_.find(key);
   if (it != best_.end() || capturing) {

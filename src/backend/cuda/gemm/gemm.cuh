@@ -37,10 +37,22 @@ void convert_x_f16(const float* x, int64_t x_stride, int64_t n, int64_t k, uint1
 // [n, W.cols] (16-byte aligned). Throws df::Error when !supported(W).
 void gemm(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride, cudaStream_t s);
 
+// Split-K for a problem whose 64 x 64 tiles leave the GPU's sms without two blocks each (few
+// weight rows at few x rows: a short prompt's prefill of a 2560-row projection has 40 tiles):
+// the k steps in S ranges, S the smallest count giving every sm two blocks, at most 16, at least
+// 4 steps of 64 columns a range, and the S partial outputs (S n m floats) within kSplitMaxBytes;
+// 1: no split. A function of the shape and the sm count alone (no timing): the same sums on
+// every run of a machine.
+constexpr size_t kSplitMaxBytes = size_t{64} << 20;
+int split_k(int64_t m, int64_t n, int64_t k, int sms);
+
 // Workbench: the same with a tile configuration other than the default (codes in
-// gemm_kernel.cuh); false when the code is unknown.
+// gemm_kernel.cuh: + 16 S for S-way split-K, whose S partials [S][n][W.rows] go to y with
+// y_stride W.rows; split_sum adds them); false when the code is unknown.
 bool gemm_variant(const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride,
                   int code, cudaStream_t s);
+// y[j * y_stride + r] = sum over z = 0 .. splits - 1, in that order, of part[(z n + j) m + r].
+void split_sum(const float* part, int splits, int64_t n, int64_t m, float* y, int64_t y_stride, cudaStream_t s);
 
 // The cuBLAS path (gemm_blas.cu): W dequantized to f16 a slab at a time into a scratch of
 // kSlabBytes (never the whole expanded matrix when it is larger; the scratch is reused by every
@@ -81,7 +93,10 @@ class Blas {
 // The tiles sum a y element's products in the same order (64-column steps, the mma's fixed
 // k16 order), so a pick among them changes the speed only; cuBLAS sums in its own order (the
 // same f16 operands and f32 sums: ~1e-7 NMSE from the tiles). One per backend (no global
-// state).
+// state). Problems that split_k splits take the 64 x 64 tile split-K (no timing: another
+// summation order over k ranges, the same f16 operands), its partials in a buffer of the
+// tuner's (allocated outside a capture; inside one, a problem whose buffer is not there yet
+// takes the unsplit path).
 class Tuner {
  public:
   // Candidate codes: 1..4 the tiles (gemm_kernel.cuh), 5 Blas rows, 6 Blas columns, 7 Blas
@@ -99,14 +114,22 @@ class Tuner {
              float* y, int64_t y_stride, cudaStream_t s, bool capturing) {
     return blas_.sgemm(W, w_stride, m, k, x, x_stride, n, y, y_stride, s, capturing);
   }
-  // The candidate picked for a shape (0 when not tuned yet): for the workbench and reports.
+  // The candidate picked for a shape (0 when not tuned yet; 4 + 16 S: the 64 x 64 tile's S-way
+  // split-K): for the workbench and reports.
   int picked(const cudamv::PackedWeight& W, int64_t n) const;
+  Tuner() = default;
+  ~Tuner();
+  Tuner(const Tuner&) = delete;
+  Tuner& operator=(const Tuner&) = delete;
 
  private:
   bool run(int code, const cudamv::PackedWeight& W, const uint16_t* xh, int64_t n, float* y, int64_t y_stride,
            cudaStream_t s, bool capturing);
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, int> best_;
   Blas blas_;
+  float* part_ = nullptr;  // split-K partials
+  size_t part_bytes_ = 0;
+  int sms_ = 0;
 };
 
 }  // namespace df::cuda::gemm

@@ -4,7 +4,9 @@
 // tile of y; each warp (BM/2) x (BN/4) with m16n8k16 mma.sync (f16 in, f32 accumulate).
 // Shared memory: two stages of the x tile [BM][72] and the weight tile [BN][72] halfs (rows
 // padded by 16 bytes: ldmatrix rows hit distinct banks).
-// Tile codes (gemm_variant): 1 = 128x128, 2 = 64x128, 3 = 128x64, 4 = 64x64 (BM x BN).
+// Tile codes (gemm_variant): 1 = 128x128, 2 = 64x128, 3 = 128x64, 4 = 64x64 (BM x BN); plus 16 S
+// (S >= 2): split-K, the k steps in S ranges (gridDim.z), range z's partial sums written to
+// y + z n ys (the caller sums the S partials in z order: gemm.cu split_sum).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -105,7 +107,11 @@ __global__ void __launch_bounds__(kThreads)
   const int wm = warp & 1, wn = warp >> 1;
   const int64_t k = v.cols, m = v.rows;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * BM, m0 = static_cast<int64_t>(blockIdx.x) * BN;
-  const int KT = static_cast<int>(k / kBK);
+  // Split-K (gridDim.z > 1): this block's range of k steps, its partial sums at y + z n ys.
+  const int KTall = static_cast<int>(k / kBK), nz = static_cast<int>(gridDim.z), z = static_cast<int>(blockIdx.z);
+  const int kt0 = static_cast<int>(static_cast<int64_t>(KTall) * z / nz);
+  const int KT = static_cast<int>(static_cast<int64_t>(KTall) * (z + 1) / nz);
+  y += static_cast<int64_t>(z) * n * ys;
 
   auto load_a = [&](int kt, int buf) {
 #pragma unroll
@@ -191,13 +197,13 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
 
-  load_a(0, 0);
-  load_b(0);
+  load_a(kt0, 0);
+  load_b(kt0);
   store_b(0);
   cp_async_wait_all();
   __syncthreads();
-  for (int kt = 0; kt < KT; ++kt) {
-    const int cur = kt & 1;
+  for (int kt = kt0; kt < KT; ++kt) {
+    const int cur = (kt - kt0) & 1;
     const bool more = kt + 1 < KT;
     if (more) {
       load_a(kt + 1, cur ^ 1);
@@ -235,9 +241,10 @@ void prepare_tile() {
 }
 
 template <class S, int BM, int BN>
-void launch_tile(const PlanarView& v, const __half* x, int64_t n, float* y, int64_t ys, cudaStream_t s) {
+void launch_tile(const PlanarView& v, const __half* x, int64_t n, float* y, int64_t ys, cudaStream_t s, int splits) {
   prepare_tile<S, BM, BN>();  // host-side attribute of the function on the current device
-  const dim3 grid(static_cast<unsigned>((v.rows + BN - 1) / BN), static_cast<unsigned>((n + BM - 1) / BM));
+  const dim3 grid(static_cast<unsigned>((v.rows + BN - 1) / BN), static_cast<unsigned>((n + BM - 1) / BM),
+                  static_cast<unsigned>(splits));
   gemm_kernel<S, BM, BN><<<grid, kThreads, smem_bytes<BM, BN>(), s>>>(v, x, n, y, ys);
   check_launch_gemm("gemm");
 }
@@ -254,19 +261,23 @@ inline int auto_code(int64_t m, int64_t n, bool all_tiles) {
   return 4;
 }
 
-// Launch by tile code (0 = auto); false for an unknown code. kAll: all four tiles are built.
+// Launch by tile code (0 = auto; + 16 S: S-way split-K); false for an unknown code. kAll: all
+// four tiles are built.
 template <class S, bool kAll>
 bool launch_code(const PlanarView& v, const __half* x, int64_t n, float* y, int64_t ys, int code, cudaStream_t s) {
+  const int splits = code >= 16 ? code / 16 : 1;
+  code %= 16;
+  if (splits > static_cast<int>(v.cols / kBK)) return false;  // every range at least one k step
   if (code == 0) code = auto_code(v.rows, n, kAll);
   switch (code) {
-    case 1: launch_tile<S, 128, 128>(v, x, n, y, ys, s); return true;
-    case 4: launch_tile<S, 64, 64>(v, x, n, y, ys, s); return true;
+    case 1: launch_tile<S, 128, 128>(v, x, n, y, ys, s, splits); return true;
+    case 4: launch_tile<S, 64, 64>(v, x, n, y, ys, s, splits); return true;
     default: break;
   }
   if constexpr (kAll) {
     switch (code) {
-      case 2: launch_tile<S, 64, 128>(v, x, n, y, ys, s); return true;
-      case 3: launch_tile<S, 128, 64>(v, x, n, y, ys, s); return true;
+      case 2: launch_tile<S, 64, 128>(v, x, n, y, ys, s, splits); return true;
+      case 3: launch_tile<S, 128, 64>(v, x, n, y, ys, s, splits); return true;
       default: break;
     }
   }
