@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -86,6 +88,7 @@ void register_serve(CLI::App& app) {
     std::fflush(stdout);
 
     const auto grace = std::chrono::milliseconds(static_cast<int64_t>(f->grace_s * 1000));
+    std::atomic<bool> listen_returned{false};
     std::thread signals([&] {
       int sig = 0;
       sigwait(&sigs, &sig);
@@ -94,9 +97,14 @@ void register_serve(CLI::App& app) {
       api.begin_shutdown();
       sched.shutdown(grace);
       api.wait_replies(grace + std::chrono::seconds(2));  // the last chunks reach the clients
+      // A signal that comes before listen() has started (right after the line above, on a busy
+      // machine) would find nothing to stop: cpp-httplib's stop() is a no-op until the server
+      // runs, and listen() would then serve forever. Wait for it to run (or to have returned).
+      while (!api.running() && !listen_returned.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       api.stop();
     });
     const bool ok = api.listen();
+    listen_returned = true;
     pthread_kill(signals.native_handle(), SIGUSR1);  // no effect once the thread has returned
     signals.join();
     if (!ok) throw Error("the HTTP server stopped unexpectedly");

@@ -171,6 +171,7 @@ void HttpApi::wait_replies(std::chrono::milliseconds max) {
 }
 
 void HttpApi::stop() { svr_->stop(); }
+bool HttpApi::running() const { return svr_->is_running(); }
 
 void HttpApi::routes() {
   httplib::Server& s = *svr_;

@@ -48,6 +48,8 @@ class HttpApi {
   // stop() closes the sockets, so it must not cut a stream's last chunks off.
   void wait_replies(std::chrono::milliseconds max);
   void stop();
+  // Whether listen() is serving (cpp-httplib's stop() does nothing before it is).
+  bool running() const;
 
  private:
   void routes();

@@ -43,10 +43,15 @@ class Child {
     }
   }
   void signal(int sig) const { kill(pid_, sig); }
-  // The wait status once the process ended.
-  int wait() {
+  // The wait status once the process ended; -1 (the process killed) when it has not ended
+  // within `seconds`: a child that hangs fails the test instead of hanging it.
+  int wait(double seconds = 60) {
     int status = 0;
-    waitpid(pid_, &status, 0);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > until) return -1;  // the destructor kills it
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     pid_ = -1;
     return status;
   }
