@@ -490,6 +490,45 @@ TEST(CudaOps, LeanSmallKernelsAreThePlainBits) {
   }
 }
 
+// A recorded decode attention (its slice partials in the context's scratch) replayed after a
+// larger op grew the scratch (a long prompt's GEMM after the decode graphs of a short one: a
+// chat's second turn, a server's next request) gives the bits it gave when recorded: the
+// outgrown buffer stays allocated for the graphs that hold its address (CudaContext::scratch).
+TEST(CudaOps, GraphReplayAfterScratchGrows) {
+  DF_REQUIRE_GPU();
+  cuda::CudaBackend g{cuda::CudaOptions{}};
+  const int32_t H = 8, Hk = 2, hd = 128;
+  const int64_t kv = Hk * hd, qd = H * hd, n_ctx = 4096, filled = 1500;
+  AttentionParams p{H, Hk, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  KvCache c = g.alloc_kv_cache(n_ctx, kv, GgmlType::F16);
+  auto k = put_f32(g, randn(static_cast<size_t>(filled * kv), 71), kv);
+  auto v = put_f32(g, randn(static_cast<size_t>(filled * kv), 72), kv);
+  g.kv_store(c, k.t, v.t, positions(g, 0, filled).t);
+  auto q = put_f32(g, randn(static_cast<size_t>(qd), 73, 2.0f), qd);
+  auto out = put_f32(g, std::vector<float>(qd, NAN), qd);
+  auto pos = positions(g, filled - 1, 1);  // 24 slices of 64: partials, then the last slice's merge
+  const std::unique_ptr<OpGraph> graph = g.record([&] { g.attention(q.t, c, pos.t, p, out.t); });
+  ASSERT_TRUE(graph);
+  const auto recorded = get_f32(g, out.t);
+  // A GEMM of 4000 x 4096 rounds x to f16 in 32.8 MB of scratch: more than the 20 MB it starts with.
+  const int64_t wk = 4096, wm = 64, wn = 4000;
+  std::vector<uint8_t> wq(row_bytes(GgmlType::Q8_0, wk) * wm);
+  const auto wf = randn(static_cast<size_t>(wk * wm), 74);
+  for (int64_t r = 0; r < wm; ++r)
+    cpu::quantize_row_ref(GgmlType::Q8_0, wf.data() + r * wk, wq.data() + row_bytes(GgmlType::Q8_0, wk) * r, wk);
+  const Tensor W = g.weight(GgmlType::Q8_0, wk, wm, wq.data());
+  auto x = put_f32(g, randn(static_cast<size_t>(wn * wk), 75), wk);
+  auto y = put_f32(g, std::vector<float>(static_cast<size_t>(wn * wm), NAN), wm);
+  g.matmul(W, x.t, y.t);
+  for (float f : get_f32(g, y.t)) ASSERT_TRUE(std::isfinite(f));
+  g.upload(out.t, std::vector<float>(qd, NAN).data(), out.t.nbytes());
+  g.replay(*graph);
+  const auto replayed = get_f32(g, out.t);
+  for (float f : replayed) ASSERT_TRUE(std::isfinite(f));
+  EXPECT_EQ(0, std::memcmp(recorded.data(), replayed.data(), recorded.size() * 4));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 // A decode-like sequence captured once and replayed at new positions gives what running
 // the ops eagerly gives.
 TEST(CudaOps, GraphReplayAtNewPositions) {

@@ -1,5 +1,6 @@
 #include "backend/cuda/context.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/cuda/cuda_check.h"
@@ -25,6 +26,7 @@ CudaContext::~CudaContext() {
   cudaStreamSynchronize(stream_);
   if (scratch_) cudaFree(scratch_);
   if (counters_) cudaFree(counters_);
+  for (void* p : retired_) cudaFree(p);
   for (void* p : arenas_) cudaFree(p);
   for (void* p : own_weights_) cudaFree(p);
   cudaStreamDestroy(stream_);
@@ -43,11 +45,11 @@ void* CudaContext::scratch(size_t bytes) {
   if (capturing())
     throw Error("cuda: an op needs " + std::to_string(bytes) + " bytes of scratch while a graph is captured "
                 "(run the same shapes once before capturing)");
-  cuda_check(cudaStreamSynchronize(stream_), "scratch: synchronize before growing");
-  if (scratch_) cuda_check(cudaFree(scratch_), "cudaFree(scratch)");
+  // A graph recorded earlier may still use the old buffer: keep it (retired_), grow at least 2x.
+  if (scratch_) retired_.push_back(scratch_);
+  const size_t want = std::max({bytes, size_t{1} << 20, 2 * scratch_bytes_});
   scratch_ = nullptr;
   scratch_bytes_ = 0;
-  const size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
   cuda_check(cudaMalloc(&scratch_, want), "cudaMalloc(scratch)");
   scratch_bytes_ = want;
   return scratch_;
@@ -58,11 +60,10 @@ int32_t* CudaContext::counters(size_t n) {
   if (capturing())
     throw Error("cuda: an op needs " + std::to_string(n) + " counters while a graph is captured "
                 "(run the same shapes once before capturing)");
-  cuda_check(cudaStreamSynchronize(stream_), "counters: synchronize before growing");
-  if (counters_) cuda_check(cudaFree(counters_), "cudaFree(counters)");
+  if (counters_) retired_.push_back(counters_);  // as scratch(): recorded graphs may use them
+  const size_t want = std::max({n, size_t{4096}, 2 * counters_n_});
   counters_ = nullptr;
   counters_n_ = 0;
-  const size_t want = n < 4096 ? 4096 : n;
   cuda_check(cudaMalloc(&counters_, want * sizeof(int32_t)), "cudaMalloc(counters)");
   cuda_check(cudaMemsetAsync(counters_, 0, want * sizeof(int32_t), stream_), "cudaMemset(counters)");
   counters_n_ = want;

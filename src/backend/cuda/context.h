@@ -27,7 +27,10 @@ class CudaContext {
   bool capturing() const;
 
   // Device scratch of at least `bytes`, reused by every op (ops run in stream order, so one
-  // op's scratch is free again when the next one starts). Grows only outside a capture.
+  // op's scratch is free again when the next one starts). Grows only outside a capture, to at
+  // least twice its size; the buffer it outgrows stays allocated until the context ends, since
+  // recorded graphs (blocks::StepGraphs: decode steps, replayed across later prefills) keep the
+  // address they were captured with. The same for counters().
   void* scratch(size_t bytes);
 
   // At least n ints of device memory that are zero between ops: the tickets of kernels whose
@@ -56,6 +59,7 @@ class CudaContext {
   uint64_t arena_size_ = 0, arena_used_ = 0;
   uint64_t weight_bytes_ = 0;
   std::vector<void*> own_weights_;  // weights allocated outside the arena
+  std::vector<void*> retired_;      // outgrown scratch and counters, still in recorded graphs
 };
 
 // "X.YZ GiB" for messages.
