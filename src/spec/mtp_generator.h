@@ -105,7 +105,7 @@ class MtpGenerator {
   Sampler sampler_;
   std::mt19937_64 oracle_rng_;
   SpecStats stats_;
-  bool cpu_time_ = false;  // costs in process CPU seconds (the CPU backend), else wall seconds
+  bool cpu_ = false;  // the CPU backend (the head's row-exact kernels up to kHeadExactRows rows)
 };
 
 // Generates with MTP speculation when `spec` asks for it and the session's model has a head
