@@ -50,6 +50,7 @@ struct ModelFlags {
   int cuda_mv_short_pipe = 0;        // --cuda-mv-short-pipe 0|2|4
   bool cuda_mv_stage_x = false;      // --cuda-mv-stage-x / --no-cuda-mv-stage-x
   int cuda_mv_cluster = 0;           // --cuda-mv-cluster 0|2|4|8
+  int64_t cuda_mv_preround = 12288;  // --cuda-mv-preround N
   int64_t cuda_gemm_min_rows = 8;    // --cuda-gemm-min-rows N
   bool cuda_fuse_attn_gate = true;   // --cuda-fuse-attn-gate / --no-cuda-fuse-attn-gate
   bool cuda_prefill_sgemm = true;    // --cuda-prefill-sgemm

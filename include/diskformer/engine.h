@@ -85,6 +85,7 @@ struct EngineOptions {
   // (CudaOptions::mv_stage_x; the same bits). Default off until measured in the decode step.
   bool cuda_mv_stage_x = false;
   int cuda_mv_cluster = 0;
+  int64_t cuda_mv_preround = 12288;
   // CUDA prefill (more than 16 rows): F32 weights by FP32 cuBLAS (CudaOptions::prefill_sgemm)
   // instead of the f16 tile kernel.
   bool cuda_prefill_sgemm = true;

@@ -52,6 +52,7 @@ struct BackendOptions {
   int cuda_mv_short_pipe = 0;          // `cuda`: CudaOptions::mv_short_pipe
   bool cuda_mv_stage_x = false;        // `cuda`: CudaOptions::mv_stage_x
   int cuda_mv_cluster = 0;             // `cuda`: CudaOptions::mv_cluster
+  int64_t cuda_mv_preround = 12288;    // `cuda`: CudaOptions::mv_preround
   bool cuda_no_fuse_attn_gate = false;  // `cuda`: CudaOptions::fuse_attn_gate off
   bool cuda_moe_streamed_fused = false;  // `cuda`: CudaOptions::moe_streamed_fused
   // `cuda`: routed MoE experts. -1: resident when the weights fit, else in host memory with a

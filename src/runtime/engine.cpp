@@ -72,6 +72,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_mv_short_pipe = opt.cuda_mv_short_pipe;
   bo.cuda_mv_stage_x = opt.cuda_mv_stage_x;
   bo.cuda_mv_cluster = opt.cuda_mv_cluster;
+  bo.cuda_mv_preround = opt.cuda_mv_preround;
   bo.cuda_no_fuse_attn_gate = !opt.cuda_fuse_attn_gate;
   bo.cuda_prefill_sgemm = opt.cuda_prefill_sgemm;
   bo.cuda_gemm_min_rows = opt.cuda_gemm_min_rows;

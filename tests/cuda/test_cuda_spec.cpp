@@ -492,6 +492,31 @@ TEST(CudaSpecGenerate, CopyBatchGivesTheSameTokens) {
   }
 }
 
+// ---- CudaOptions::mv_preround (x rounded once per matvec launch) ----
+
+// Every int8-x matvec launch with x rounded by the pre-round kernel (threshold 1) gives a verify's
+// rows the bits of decode, and the same logits as every block rounding x itself (threshold 0).
+TEST(CudaSpecModels, PreroundVerifyRowsEqualDecodeAndTheBlocksBits) {
+  DF_REQUIRE_GPU();
+  for (const std::string& path : {random_mtp_model(), source_file("models/default.gguf")}) {
+    expect_verify_equals_decode(path, [](EngineOptions& eo) { eo.cuda_mv_preround = 1; });
+    auto off = load_cuda(path, 512, [](EngineOptions& eo) { eo.cuda_mv_preround = 0; });
+    auto on = load_cuda(path, 512, [](EngineOptions& eo) { eo.cuda_mv_preround = 1; });
+    const std::vector<Token> prompt = test_prompt(on->info().n_vocab, 2);
+    Session a(*off, kMaxRows), b(*on, kMaxRows);
+    a.prefill(prompt);
+    b.prefill(prompt);
+    AppendOptions ao;
+    ao.all_outputs = true;
+    const std::vector<Token> rows = {3, 1, 4, 1, 5, 9, 2};
+    const ForwardOutputs oa = a.append(rows, ao), ob = b.append(rows, ao);
+    for (int64_t r = 0; r < static_cast<int64_t>(rows.size()); ++r) {
+      const std::vector<float> la = a.download_logits(oa, r), lb = b.download_logits(ob, r);
+      EXPECT_TRUE(same_bits(la.data(), lb.data(), la.size())) << path << ": row " << r << " of 7, pre-round on vs off";
+    }
+  }
+}
+
 // ---- greedy decode with lookahead (EngineOptions::decode_lookahead) ----
 
 // Queued steps (their ids read on the device, the id read back through pinned memory and an

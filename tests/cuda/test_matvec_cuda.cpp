@@ -449,6 +449,65 @@ TEST(MatvecCudaCluster, ClustersGiveTheSameBits) {
   }
 }
 
+// x rounded once per launch by xq_preround_kernel (Context::set_preround, MvFuse::xq_global):
+// the bytes every block would round itself, so every row's bits equal the launch without it:
+// planar and raw-block int8-x formats (Q8_0 and Q8_K rounding, part sizes 32..256), plain, a
+// two-matrix group, the norm prologue and the norm + SwiGLU pair; n = 1..8; widths of one
+// rounding chunk to the widest x that fits (17408 columns: the 27B's down projection).
+TEST(MatvecCudaPreround, RoundedOnceGivesTheSameBits) {
+  DF_SKIP_WITHOUT_GPU();
+  Context ctx(true, true, true);
+  ctx.set_preround(1);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q2_K,
+                     GgmlType::IQ2_XXS}) {
+    const int64_t shapes[][2] = {{5, 256}, {67, 768}, {700, 9728}, {96, 17408}, {2560, 4096}};
+    for (const auto& sh : shapes)
+      for (int n = 1; n <= kMaxRows; ++n) {
+        const int64_t rows = sh[0], cols = sh[1];
+        SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " n " +
+                     std::to_string(n));
+        const auto blocks = testing::random_blocks(t, cols, rows, 190 + rows);
+        const auto b1 = testing::random_blocks(t, cols, rows, 191 + rows);
+        PackedWeight W = pack_weight(ctx, t, cols, rows, blocks.data());
+        PackedWeight W1 = pack_weight(ctx, t, cols, rows, b1.data());
+        ASSERT_TRUE(W.int8_x);
+        ASSERT_NE(W.preround_buf, nullptr);
+        const auto x = testing::random_x(n * cols, 192 + rows + n), nw = testing::random_x(cols, 193 + rows);
+        DeviceBuffer<float> dx(x.size()), dn(cols), dy(n * rows), dy1(n * rows);
+        ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dn.p, nw.data(), cols * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        MatvecFusion group;
+        group.more[0] = &W1, group.y_more[0] = dy1.p;
+        MatvecFusion norm;
+        norm.norm_w = dn.p, norm.eps = 1e-6f;
+        MatvecFusion pair = norm;
+        pair.more[0] = &W1, pair.swiglu = true;
+        // kind 0: plain, 1: a two-matrix group, 2: the norm prologue, 3: norm + SwiGLU pair
+        for (int kind = 0; kind < 4; ++kind) {
+          std::vector<float> ref;
+          for (int64_t pre : {int64_t{0}, int64_t{1}}) {
+            W.preround_min = W1.preround_min = pre;
+            ASSERT_EQ(cudaMemset(dy.p, 0xff, n * rows * 4), cudaSuccess);
+            ASSERT_EQ(cudaMemset(dy1.p, 0xff, n * rows * 4), cudaSuccess);
+            if (kind == 0) {
+              matvec(W, dx.p, dy.p, n, nullptr);
+            } else if (!matvec_fused(W, dx.p, dy.p, n, kind == 1 ? group : kind == 2 ? norm : pair, nullptr)) {
+              break;  // this n cannot fuse it (shared memory): nothing to compare
+            }
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << kind << " " << pre;
+            std::vector<float> out(static_cast<size_t>(2 * n * rows));
+            ASSERT_EQ(cudaMemcpy(out.data(), dy.p, n * rows * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(out.data() + n * rows, dy1.p, n * rows * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+            if (kind != 1) out.resize(static_cast<size_t>(n * rows));
+            for (float f : out) ASSERT_TRUE(std::isfinite(f)) << kind << " " << pre;
+            if (pre == 0) ref = out;
+            else ASSERT_EQ(std::memcmp(ref.data(), out.data(), out.size() * 4), 0) << "kind " << kind;
+          }
+        }
+      }
+  }
+}
+
 TEST(MatvecCudaErrors, BadArguments) {
   DF_SKIP_WITHOUT_GPU();
   EXPECT_THROW(packed_bytes(GgmlType::Q4_K, 100, 4), Error);  // not a multiple of 256

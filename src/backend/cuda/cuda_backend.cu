@@ -114,6 +114,7 @@ CudaBackend::CudaBackend(const CudaOptions& opt) {
   weights_->tables.set_short_pipe(opt.mv_short_pipe);
   weights_->tables.set_stage_x(opt.mv_stage_x);
   weights_->tables.set_cluster(opt.mv_cluster);
+  weights_->tables.set_preround(opt.mv_preround);
   fuse_ = opt.fuse;
   lean_ = opt.lean_kernels;
   attn_v1_ = opt.attn_v1;
@@ -777,6 +778,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.mv_short_pipe = opt.cuda_mv_short_pipe;
   o.mv_stage_x = opt.cuda_mv_stage_x;
   o.mv_cluster = opt.cuda_mv_cluster;
+  o.mv_preround = opt.cuda_mv_preround;
   o.fuse_attn_gate = !opt.cuda_no_fuse_attn_gate;
   o.moe_streamed_fused = opt.cuda_moe_streamed_fused;
   o.expert_cache_bytes = opt.cuda_expert_cache_mb > 0 ? opt.cuda_expert_cache_mb << 20 : opt.cuda_expert_cache_mb;

@@ -168,6 +168,12 @@ struct CudaOptions {
   // 8; <= 1: none), which round x once between them into every block's shared memory
   // (cudamv::Context::set_cluster, MvFuse::cluster). The same bits.
   int mv_cluster = 0;
+  // int8-x matvecs (not routed, no cluster) whose n x cols reaches this (0: none) get x rounded
+  // to int8 once, by a small kernel before them, instead of by each block of the persistent grid
+  // (cudamv::Context::set_preround, MvFuse::preround_min). The same bits. 12288: a verify's
+  // 3+ rows of 4096+ columns and the 27B's down projection (17408 columns) at one row (measured
+  // on an H100 at stop 37: 16384 and 4096 against 0; docs/cuda_backend.md "Stop 37").
+  int64_t mv_preround = 12288;
   // Streamed experts (expert_cache_bytes) take the resident stacks' decode launches: one row
   // runs the fused expert block (4 launches after the router, the shared expert as the slot
   // of id E outside the cache's tables: cudamv::MatvecFusion::extra; then the cache's three

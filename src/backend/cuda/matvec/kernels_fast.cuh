@@ -208,6 +208,56 @@ __device__ __forceinline__ void int8x_prologue(float* xs, uint8_t* xq, const flo
   __syncthreads();
 }
 
+// x rounded once for a launch (MvFuse::xq_buf, launch_mv): block b of the grid rounds its
+// xq_range of x rows [n, cols] into out (xq.cuh's layout for part size P, row j at
+// j * xq_row_bytes(cols)), normed first when norm_w (each row's scale summed by one warp in
+// rms_scale_of's order, then rms_apply: int8x_prologue's arithmetic on the same values, so
+// the same bytes). Launched before the matvec (PDL: it waits for the previous kernel, then
+// lets the matvec launch and load its weights). blockDim.x == 256, n <= kMaxRows.
+template <int P, bool kQ8K>
+__global__ void __launch_bounds__(256) xq_preround_kernel(const float* __restrict__ x, int n, int cols,
+                                                         const float* __restrict__ norm_w, float eps, uint8_t* out) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+  int i0, i1;
+  xq_range(n, cols, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), i0, i1);
+  if (i0 >= i1) return;
+  auto raw = [&](int j, int c) { return __ldg(reinterpret_cast<const float4*>(x + static_cast<int64_t>(j) * cols + c)); };
+  if (!norm_w) {
+    quantize_x_range<P, kQ8K>(raw, n, cols, i0, i1, XqLocal{out});
+    return;
+  }
+  __shared__ float row_scale[8];  // kMaxRows (matvec.cuh)
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const int j0 = 8 * i0 / cols, j1 = (8 * i1 - 1) / cols;  // the rows of this block's units
+  if (warp >= j0 && warp <= j1) {
+    const float* xr = x + static_cast<int64_t>(warp) * cols;
+    const float sc = rms_scale_of(cols, eps, [&](int c) { return __ldg(xr + c); });
+    if ((threadIdx.x & 31) == 0) row_scale[warp] = sc;
+  }
+  __syncthreads();
+  quantize_x_range<P, kQ8K>(
+      [&](int j, int c) {
+        const float4 a = raw(j, c);
+        const float sc = row_scale[j];
+        return make_float4(rms_apply(a.x, sc, __ldg(norm_w + c)), rms_apply(a.y, sc, __ldg(norm_w + c + 1)),
+                           rms_apply(a.z, sc, __ldg(norm_w + c + 2)), rms_apply(a.w, sc, __ldg(norm_w + c + 3)));
+      },
+      n, cols, i0, i1, XqLocal{out});
+}
+
+// The int8 x of a launch rounded by xq_preround_kernel (MvFuse::xq_global): `bytes` (a multiple
+// of 16) copied into xq by cp.async, one round trip. Ends with the block synchronised.
+__device__ __forceinline__ void copy_xq(uint8_t* xq, const uint8_t* __restrict__ src, int bytes) {
+  for (int i = 16 * static_cast<int>(threadIdx.x); i < bytes; i += 16 * static_cast<int>(blockDim.x)) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(xq + i));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src + i) : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+}
+
 // A planar format of dev_fast.cuh (or dev_dp4a.cuh): its 16-byte words and meta are loaded ahead.
 template <class F>
 struct PlanarAdapter {
@@ -411,7 +461,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   const int xq_rb = static_cast<int>(xq_row_bytes(v.cols));
   auto xq_at = [&] { return reinterpret_cast<uint8_t*>(smem4) + (f.norm_w || f.stage_x ? 4 * N * stride : 0); };
   if constexpr (kSmem && A::kInt8X) {
-    if (f.norm_w) stage_norm_w(reinterpret_cast<float*>(xq_at() + N * xq_rb), f.norm_w, static_cast<int>(v.cols));
+    if (f.norm_w && !f.xq_global) stage_norm_w(reinterpret_cast<float*>(xq_at() + N * xq_rb), f.norm_w, static_cast<int>(v.cols));
     if (f.cluster > 1) cluster_arrive_relaxed();
   }
   // Programmatic dependent launch (launch_persistent, MvFuse::pdl): the weight loads above may
@@ -428,7 +478,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   uint8_t* xq = xq_at();
   if constexpr (kSmem && A::kInt8X) {
     if (f.cluster > 1) cluster_wait();  // every block of the cluster has started
-    int8x_prologue<A, N>(xs, xq, reinterpret_cast<const float*>(xq + N * xq_rb), x, static_cast<int>(v.cols), stride, f);
+    if (f.xq_global) copy_xq(xq, f.xq_global, N * xq_rb);  // rounded once for the launch
+    else int8x_prologue<A, N>(xs, xq, reinterpret_cast<const float*>(xq + N * xq_rb), x, static_cast<int>(v.cols), stride, f);
   } else if constexpr (kSmem) {
     const int cols = static_cast<int>(v.cols);
     if (f.norm_w) {  // x rows RMS-normed (times norm_w) in shared memory, then their sums

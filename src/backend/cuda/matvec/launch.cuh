@@ -13,7 +13,6 @@
 
 namespace df::cudamv {
 
-constexpr size_t kMaxSmem = 200 * 1024;  // x copies above this read x from global memory
 constexpr size_t kStageSmem = 100 * 1024;  // int8 x staged by cp.async up to this (two blocks per SM)
 
 template <class A, int N, int RW, int U, bool kSmem, int D = 0, bool kTrace = false>
@@ -99,6 +98,26 @@ void launch_persistent(const PlanarView& v, const float* x, float* y, size_t sme
   cudaLaunchKernelEx(&cfg, kernel, v, x, y, g, wpr);
 }
 
+// xq_preround_kernel over x rows [n, cols] into out (MvFuse::xq_buf): one 256-thread block per
+// rounding step of 2048 elements (eight 256-element chunks), after the previous kernel under PDL.
+template <int P, bool kQ8K>
+void launch_preround(const float* x, int n, int64_t cols, const float* norm_w, float eps, uint8_t* out, bool pdl,
+                     cudaStream_t s) {
+  const int64_t chunks = (int64_t{n} * cols / 8 + 31) / 32;
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(std::max<int64_t>(1, (chunks + 7) / 8)));
+  cfg.blockDim = dim3(256);
+  cfg.stream = s;
+  cfg.attrs = attr;
+  if (pdl) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.numAttrs = 1;
+  }
+  cudaLaunchKernelEx(&cfg, xq_preround_kernel<P, kQ8K>, x, n, static_cast<int>(cols), norm_w, eps, out);
+}
+
 // Whether a launch of (A, N, RW) can do the fusions of f: the norm prologue needs the
 // shared-memory x, the SwiGLU pair two rows per warp.
 // Shared memory of a launch: the x copy (f32 formats) or the int8 x (and the f32 copy that
@@ -126,6 +145,15 @@ void launch_mv(const PlanarView& v, const float* x, float* y, cudaStream_t s, bo
   const size_t smem = smem_of<A, N>(v.cols, f.norm_w != nullptr);
   if constexpr (A::kInt8X) {
     if (smem > kMaxSmem || !int8x_fits(v.cols)) throw Error("CUDA matvec: int8 x does not fit in shared memory");
+    // x rounded once for the launch (MvFuse::preround_min): the same bytes in every block's xq.
+    if (f.xq_buf && f.preround_min > 0 && !f.ids && f.cluster <= 1 && int64_t{N} * v.cols >= f.preround_min) {
+      launch_preround<A::kPartElems, A::kQ8K>(x, N, v.cols, f.norm_w, f.eps, f.xq_buf, f.pdl, s);
+      MvFuse g = f;
+      g.stage_x = false;
+      g.xq_global = f.xq_buf;
+      launch_persistent<A, N, RW, U, true, D, kTrace>(v, x, y, smem, s, g);
+      return;
+    }
     // x staged by cp.async (f.stage_x asked for): where the f32 copy beside the int8 x leaves
     // two blocks per SM (the norm prologue stages its copy anyway).
     const size_t staged = xq_bytes(N, v.cols, true);

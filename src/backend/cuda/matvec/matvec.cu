@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -57,6 +58,16 @@ Context::Context(bool int8_x, bool pdl, bool pipe, bool pipe_rows)
 
 Context::~Context() {
   if (tables_) cudaFree(tables_);
+  if (preround_buf_) cudaFree(preround_buf_);
+}
+
+void Context::set_preround(int64_t min_elems) {
+  preround_min_ = std::max<int64_t>(0, min_elems);
+  if (preround_min_ > 0 && !preround_buf_) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, kMaxSmem), "allocating the matvec's rounded-x buffer");
+    preround_buf_ = static_cast<uint8_t*>(p);
+  }
 }
 
 PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
@@ -67,7 +78,7 @@ PackedWeight& PackedWeight::operator=(PackedWeight&& o) noexcept {
     tables = o.tables, owns = o.owns, int8_x = o.int8_x, pdl = o.pdl, pipe = o.pipe;
     pipe_rows = o.pipe_rows;
     l2_prefetch = o.l2_prefetch, blocks_per_sm = o.blocks_per_sm, short_pipe = o.short_pipe, trace = o.trace;
-    stage_x = o.stage_x, cluster = o.cluster;
+    stage_x = o.stage_x, cluster = o.cluster, preround_min = o.preround_min, preround_buf = o.preround_buf;
     o.data = nullptr, o.owns = false, o.bytes = 0;
   }
   return *this;
@@ -103,6 +114,8 @@ PackedWeight pack_weight(const Context& ctx, GgmlType type, int64_t cols, int64_
   p.short_pipe = ctx.short_pipe();
   p.stage_x = ctx.stage_x();
   p.cluster = ctx.cluster();
+  p.preround_min = ctx.preround_min();
+  p.preround_buf = ctx.preround_buf();
   std::vector<uint8_t> staging(p.bytes);
   pack_rows_parallel(type, cols, rows, static_cast<const uint8_t*>(host_blocks), l, staging.data());
   if (device_dst) {
@@ -180,6 +193,8 @@ MvFuse fuse_of(const PackedWeight& W, int n, const MatvecFusion& fu) {
   f.short_pipe = W.short_pipe;
   f.stage_x = W.stage_x;
   f.cluster = W.cluster;
+  f.preround_min = W.preround_min;
+  f.xq_buf = W.preround_buf;
   f.trace = W.trace;
   return f;
 }

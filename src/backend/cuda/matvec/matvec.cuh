@@ -26,6 +26,7 @@
 namespace df::cudamv {
 
 constexpr int kMaxRows = 8;  // largest n of matvec (decode and speculative verify)
+constexpr size_t kMaxSmem = 200 * 1024;  // x copies above this read x from global memory (launch.cuh)
 
 // Device-side constant tables of the IQ formats (grids, sign codes, non-linear values),
 // uploaded to the current device by the constructor. No global mutable device state: each
@@ -71,6 +72,14 @@ class Context {
   // of `blocks` (2..8; <= 1: none) that round x once between them (MvFuse::cluster). Same bits.
   void set_cluster(int blocks) { cluster_ = blocks; }
   int cluster() const { return cluster_; }
+  // int8-x launches (not routed, no cluster) of the weights packed after this call whose
+  // n x cols reaches `min_elems` (> 0; 0: none) have x rounded once by a small kernel before
+  // them into a buffer of this context (allocated here, kMaxSmem bytes: every int8-x launch's
+  // x fits) that each block copies, instead of each block rounding all of x (MvFuse::preround_min).
+  // The same bytes, so the same bits. Launches on one stream (the buffer is reused in stream order).
+  void set_preround(int64_t min_elems);  // throws df::Error on a CUDA failure
+  int64_t preround_min() const { return preround_min_; }
+  uint8_t* preround_buf() const { return preround_buf_; }
 
  private:
   void* tables_ = nullptr;
@@ -80,6 +89,8 @@ class Context {
   int short_pipe_ = 0;
   bool stage_x_ = false;
   int cluster_ = 0;
+  int64_t preround_min_ = 0;
+  uint8_t* preround_buf_ = nullptr;
 };
 
 // Whether a weight of this type and width gets the int8-x kernels (under Context::int8_x).
@@ -106,6 +117,8 @@ struct PackedWeight {
   int short_pipe = 0;          // n = 1 rows of <= 64 parts pipelined this deep (Context::set_short_pipe)
   bool stage_x = false;        // int8-x x staged by cp.async (Context::set_stage_x)
   int cluster = 0;             // int8-x launches as clusters of this many blocks (Context::set_cluster)
+  int64_t preround_min = 0;    // x rounded once per launch from this n x cols (Context::set_preround)
+  uint8_t* preround_buf = nullptr;  // ... into this buffer of the packing context (not owned)
   uint64_t* trace = nullptr;   // workbench only: where matvec_traced (variants.cuh) stamps its blocks' phases
 
   PackedWeight() = default;

@@ -58,6 +58,15 @@ struct MvFuse {
   // between them (kernels_fast.cuh int8x_prologue): the same bytes, so the same bits.
   int32_t cluster = 0;
   bool float_norm = false;             // host side: the float formats take norm_w (their x in shared memory)
+  // x rounded once per launch (Context::set_preround): host side, int8-x launches (not routed,
+  // no cluster) whose n x cols reaches preround_min (> 0) first run xq_preround_kernel, which
+  // rounds (norms first) x into xq_buf (the launch's own xq layout, n rows of xq_row_bytes);
+  // kernel side, xq_global (set by launch_mv) is that buffer: every block copies it into its
+  // shared memory instead of rounding x itself (int8x_prologue). The same bytes (the same
+  // quantize_x_range and rms order per element), so the same bits.
+  int64_t preround_min = 0;
+  uint8_t* xq_buf = nullptr;
+  const uint8_t* xq_global = nullptr;
   // Host side, n = 1 int8-x launches (launch.cuh launch_mv_fused): mv_kernel with its loads
   // pipe_depth steps ahead (2 or 4; 0: the format's configuration), two rows per warp, one part
   // per lane and step. routed_pipe: routed launches (ids; MatvecFusion::routed_pipe); short_pipe:
