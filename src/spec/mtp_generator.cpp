@@ -11,18 +11,16 @@
 namespace df::spec {
 namespace {
 
+// Also the clock of the cost table and the cycle timings, on every backend. (The CPU backend
+// timed them in process CPU seconds until stop 37; its thread pool's workers spin in a
+// multi-row forward and idle in a one-row step, so CPU seconds made a verify look dearer against
+// a plain step than it ran: the adaptive depth chose plain decoding for most of some generations
+// where speculation at depth 3 was 1.14-1.20x faster. A loaded machine's lost time slices are
+// outliers that the depth policy's medians leave out.)
 double now_seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
-
-// The clock of the cost table and the cycle timings: the wall clock on every backend. (The CPU
-// backend timed them in process CPU seconds until stop 37; its thread pool's workers spin in a
-// multi-row forward and idle in a one-row step, so CPU seconds made a verify look dearer against
-// a plain step than it ran: the adaptive depth chose plain decoding for most of a generation
-// where speculation was 1.14-1.16x faster. A loaded machine's lost time slices are outliers
-// that the depth policy's medians leave out.)
-double cost_seconds() { return now_seconds(); }
 
 MtpHead& require_head(Model& m) {
   MtpHead* h = m.mtp();
@@ -145,7 +143,7 @@ SpecCosts MtpGenerator::measure_cost_table() {
   };
   for (int rep = 0; rep < kWarm + kReps; ++rep) {
     for (int m = 0; m < K + 2; ++m) {
-      const double t0 = cost_seconds();
+      const double t0 = now_seconds();
       if (m < K) {
         const int k = m + 1;
         ForwardOptions fo;
@@ -161,7 +159,7 @@ SpecCosts MtpGenerator::measure_cost_table() {
                                                n == 1 ? g_ : hin_.slice_rows(0, n), fo);
         sync_ids(o, 1);
       }
-      if (rep >= kWarm) samples[static_cast<size_t>(m)].push_back(cost_seconds() - t0);
+      if (rep >= kWarm) samples[static_cast<size_t>(m)].push_back(now_seconds() - t0);
     }
   }
   auto median = [](std::vector<double> v) {
@@ -345,18 +343,18 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
     const int depth = policy_->next(static_cast<int>(std::max<int64_t>(0, room)));
     if (depth == 0) {  // a plain step; the head's pending rows grow by one
       if (static_cast<int64_t>(pend_tokens_.size()) + 2 > rows_) flush_pending();
-      const double ts = cost_seconds();
+      const double ts = now_seconds();
       const ForwardOutputs o = session_.append({x});
       b_.copy(o.hidden, hin_.slice_rows(P + 1 - head_pos_, 1));  // h_P
       pend_tokens_.push_back(x);
       x = pick(o, 0, nullptr);
-      policy_->observe_cycle(0, cost_seconds() - ts);
+      policy_->observe_cycle(0, now_seconds() - ts);
       ++P;
       ++stats_.plain_steps;
       ++stats_.cycles_at[0];
       continue;
     }
-    const double th = cost_seconds();
+    const double th = now_seconds();
     AppendOptions ao;
     ao.all_outputs = true;
     ao.snapshots = true;
@@ -419,7 +417,7 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
         next = sampler_.draw(p);
       }
     }
-    policy_->observe_cycle(depth, cost_seconds() - th);
+    policy_->observe_cycle(depth, now_seconds() - th);
     ++stats_.cycles;
     ++stats_.cycles_at[static_cast<size_t>(depth)];
     stats_.drafted += depth;
