@@ -85,6 +85,10 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "GPU MoE prefill (more than 16 rows): the routed experts by a grouped tensor-core GEMM (tiles of 32 "
                "slots of one expert, f16 operands, SwiGLU in the gate/up epilogue) instead of the grouped matvec "
                "(default on; within the GEMM's budget, not the matvec's bits)");
+  app.add_flag("--cuda-copy-kernels,!--no-cuda-copy-kernels", f.cuda_copy_kernels,
+               "GPU: device-to-device copies up to 1 MiB and host-to-device uploads up to 1 KiB (a step's positions "
+               "and ids, a speculative cycle's hidden rows) by small kernels instead of cudaMemcpy transfers between "
+               "kernels (the same bytes; default off until measured on a GPU)");
   app.add_flag("--cuda-copy-batch,!--no-cuda-copy-batch", f.cuda_copy_batch,
                "GPU: a sequence's recurrent-state copies (zeroing, snapshot slot after a verify, checkpoints) and "
                "the gated attention's q / gate split in one launch each instead of one copy per tensor (the same "
@@ -229,6 +233,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cuda_moe_pdl = f.cuda_moe_pdl;
   o.cuda_moe_gemm = f.cuda_moe_gemm;
   o.cuda_copy_batch = f.cuda_copy_batch;
+  o.cuda_copy_kernels = f.cuda_copy_kernels;
   o.cuda_gdn_prefill = f.cuda_gdn_prefill == "token" ? 0 : f.cuda_gdn_prefill == "chunked-v1" ? 1
                        : f.cuda_gdn_prefill == "tf32" ? 2 : 3;
   o.mv_pipe = !f.mv_no_pipe;

@@ -36,6 +36,7 @@ struct ModelFlags {
   bool cuda_fuse_deltanet = true;        // --no-cuda-fuse-deltanet: six DeltaNet launches
   bool cuda_moe_pdl = true;              // --no-cuda-moe-pdl: routed expert launches without PDL
   bool cuda_moe_gemm = true;             // --no-cuda-moe-gemm: prefill's routed experts by the grouped matvec
+  bool cuda_copy_kernels = false;        // --cuda-copy-kernels: small copies / uploads by kernels
   bool cuda_copy_batch = true;           // --no-cuda-copy-batch: one copy per tensor
   std::string cuda_gdn_prefill = "3xtf32";  // --cuda-gdn-prefill token|chunked-v1|tf32|3xtf32
   bool mv_no_pipe = false;

@@ -38,6 +38,7 @@ struct BackendOptions {
   bool cuda_moe_pdl = false;              // `cuda`: CudaOptions::moe_pdl
   bool cuda_moe_gemm = false;             // `cuda`: CudaOptions::moe_gemm
   bool cuda_copy_batch = false;           // `cuda`: CudaOptions::copy_batch
+  bool cuda_copy_kernels = false;         // `cuda`: CudaOptions::copy_kernels
   int cuda_gdn_prefill = 0;               // `cuda`: CudaOptions::gdn_prefill
   bool cuda_mv_no_pipe = false; // `cuda`: int8-x matvecs without the load pipeline (cudamv::Context::pipe)
   bool cuda_mv_no_pipe_rows = false;  // `cuda`: nor at 2..8 rows (cudamv::Context::pipe_rows)

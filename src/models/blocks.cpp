@@ -337,8 +337,18 @@ ForwardOutputs output_head(Backend& b, const OutputHead& H, float eps, Workspace
   const auto n_out = static_cast<int64_t>(in.rows.size());
   if (n_out == 0) return out;
   out.hidden = ws.hidden(n_out, x.cols);
-  b.get_rows(x, in.out_rows, out.hidden);                     // hidden [n_out, dim]: chosen rows
-  b.rms_norm(out.hidden, H.norm, eps, out.hidden);
+  // hidden [n_out, dim] = norm(the chosen rows of x). Where they are consecutive (decode, a
+  // verify's rows, a prefill's last row) the norm reads them in place: the values get_rows
+  // would copy, so the same bits, one op fewer.
+  const int32_t r0 = in.rows.front();
+  bool run = true;
+  for (int64_t i = 0; i < n_out; ++i) run = run && in.rows[static_cast<size_t>(i)] == r0 + i;
+  if (run) {
+    b.rms_norm(x.slice_rows(r0, n_out), H.norm, eps, out.hidden);
+  } else {
+    b.get_rows(x, in.out_rows, out.hidden);
+    b.rms_norm(out.hidden, H.norm, eps, out.hidden);
+  }
   if (opt.logits) {
     const int64_t first = opt.logits_last ? n_out - 1 : 0;  // logits_last: the last row only
     out.logits = ws.logits(n_out - first, n_vocab);

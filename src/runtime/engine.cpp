@@ -60,6 +60,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   bo.cuda_moe_pdl = opt.cuda_moe_pdl;
   bo.cuda_moe_gemm = opt.cuda_moe_gemm;
   bo.cuda_copy_batch = opt.cuda_copy_batch;
+  bo.cuda_copy_kernels = opt.cuda_copy_kernels;
   bo.cuda_gdn_prefill = opt.cuda_gdn_prefill;
   bo.cuda_mv_no_pipe = !opt.mv_pipe;
   bo.cuda_mv_no_pipe_rows = !opt.mv_pipe_rows;

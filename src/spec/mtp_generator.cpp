@@ -277,8 +277,9 @@ std::vector<Token> MtpGenerator::draft(Token x, int64_t P, int depth, size_t emi
   if (q) q->assign(static_cast<size_t>(depth), {});
   for (int i = 0; i < depth; ++i) {
     if (i > 0) {
-      b_.copy(o.hidden, g_);  // chain: the head's own hidden state (after shared_head_norm)
-      o = head_forward(&d.back(), 1, P + i, g_, true);
+      // chain: the head's own hidden state (after shared_head_norm), read where the last head
+      // step left it (the head reads hidden_prev before it writes its outputs: no copy)
+      o = head_forward(&d.back(), 1, P + i, o.hidden, true);
     }
     d.push_back(oracle_or(pick(o, 0, q ? &(*q)[static_cast<size_t>(i)] : nullptr), emitted + static_cast<size_t>(i)));
   }
@@ -299,8 +300,8 @@ void MtpGenerator::draft_on_device(Token x, int64_t P, int depth, size_t emitted
   const Token placeholder = x;  // any valid id: the row's id comes from best_
   for (int i = 0; i < depth; ++i) {
     if (i > 0) {
-      b_.copy(o.hidden, g_);  // chain: the head's own hidden state (after shared_head_norm)
-      o = head_forward(&placeholder, 1, P + i, g_, true, best_.slice_rows(i - 1, 1));
+      // chain: the head's own hidden state, read in place as above
+      o = head_forward(&placeholder, 1, P + i, o.hidden, true, best_.slice_rows(i - 1, 1));
     }
     b_.argmax(o.logits.slice_rows(0, 1), best_.slice_rows(i, 1));  // d_{i+1} -> best_ row i
     oracle_on_device(i, emitted + static_cast<size_t>(i));

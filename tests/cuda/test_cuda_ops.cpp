@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <random>
 
 #include "../unit/op_test_util.h"
 #include "cuda_test_util.h"
@@ -263,6 +264,69 @@ TEST(CudaOps, CopyBatchIsTheCopiesBits) {
   // overlapping: pair 1 writes into pair 0's destination
   const std::vector<Backend::CopyPair> bad = {{src[1].t, batch[1].t}, {src[1].t.slice_rows(0, 2), batch[1].t.slice_rows(3, 2)}};
   EXPECT_THROW(b.copy_batch(bad), Error);
+}
+
+// CudaOptions::copy_kernels: copy by the copy_batch kernel (at most 1 MiB, source and
+// destination apart) and upload by the parameter kernel (at most 1 KiB, whole words), against
+// a backend with cudaMemcpy for both, byte for byte: uploads of 4 .. 1024 bytes and past the
+// kernel's sizes (1028 bytes, 6 bytes: the memcpy path), into a word-aligned offset; copies of
+// contiguous rows, strided halves, F16 rows of 6 bytes and 513 rows of 2 KiB (past 1 MiB: the
+// memcpy path).
+TEST(CudaOps, CopyKernelsAreTheMemcpyBytes) {
+  DF_REQUIRE_GPU();
+  static cuda::CudaBackend on([] {  // CudaOptions::copy_kernels is off by default
+    cuda::CudaOptions o;
+    o.copy_kernels = true;
+    return o;
+  }());
+  static cuda::CudaBackend off{cuda::CudaOptions{}};
+  std::mt19937 rng(77);
+  auto bytes_of = [&](size_t n) {
+    std::vector<uint8_t> v(n);
+    for (auto& c : v) c = static_cast<uint8_t>(rng());
+    return v;
+  };
+  auto read = [](Backend& b, const Tensor& t) {
+    std::vector<uint8_t> v(t.nbytes());
+    b.download(t, v.data(), v.size());
+    return v;
+  };
+  for (const size_t n : {size_t{4}, size_t{12}, size_t{100}, size_t{1020}, size_t{1024}, size_t{1028}, size_t{6}}) {
+    const std::vector<uint8_t> data = bytes_of(n);
+    const std::vector<uint8_t> poison(2048, 0x5A);
+    std::vector<uint8_t> got[2];
+    int k = 0;
+    for (Backend* b : {static_cast<Backend*>(&on), static_cast<Backend*>(&off)}) {
+      Held h = put(*b, GgmlType::I8, 2048, 1, poison.data());
+      Tensor dst = h.t;
+      dst.data = static_cast<uint8_t*>(dst.data) + 8;  // a word-aligned offset
+      dst.cols = static_cast<int64_t>(n);
+      b->upload(dst, data.data(), n);
+      got[k++] = read(*b, h.t);
+    }
+    EXPECT_EQ(got[0], got[1]) << "upload of " << n << " bytes";
+    EXPECT_EQ(0, std::memcmp(got[0].data() + 8, data.data(), n)) << "upload of " << n << " bytes";
+  }
+  struct Case {
+    GgmlType t;
+    int64_t cols, rows, src_cols;  // src_cols > cols: the first `cols` of wider source rows
+  };
+  for (const Case c : {Case{GgmlType::F32, 384, 4, 384}, Case{GgmlType::F32, 50, 9, 100}, Case{GgmlType::F16, 3, 17, 3},
+                       Case{GgmlType::F32, 512, 513, 512}}) {
+    const std::vector<uint8_t> data = bytes_of(static_cast<size_t>(c.src_cols * c.rows) * (c.t == GgmlType::F16 ? 2 : 4));
+    std::vector<uint8_t> got[2];
+    int k = 0;
+    for (Backend* b : {static_cast<Backend*>(&on), static_cast<Backend*>(&off)}) {
+      Held s = put(*b, c.t, c.src_cols, c.rows, data.data());
+      const std::vector<uint8_t> poison(static_cast<size_t>(c.cols * c.rows) * 4, 0xA5);
+      Held d = put(*b, c.t, c.cols, c.rows, poison.data());
+      Tensor src = s.t;
+      src.cols = c.cols;
+      b->copy(src, d.t);
+      got[k++] = read(*b, d.t);
+    }
+    EXPECT_EQ(got[0], got[1]) << "copy of " << c.rows << " x " << c.cols;
+  }
 }
 
 TEST(CudaOps, L2NormStridedView) {

@@ -502,6 +502,17 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
   ++i32_epoch_;
   if (src.rows == 0) return;
   const size_t rb = row_bytes(src.type, src.cols);
+  // byte spans [first, last) of the two matrices: overlapping ones keep cudaMemcpy2DAsync
+  const auto* s0 = static_cast<const uint8_t*>(src.data);
+  const auto* d0 = static_cast<const uint8_t*>(dst.data);
+  const size_t last_row = static_cast<size_t>(src.rows - 1);
+  const bool apart = s0 + src.stride * last_row + rb <= d0 || d0 + dst.stride * last_row + rb <= s0;
+  if (opt_.copy_kernels && apart && rb * static_cast<size_t>(src.rows) <= kMaxCopyKernelBytes) {
+    const CopyItem item{static_cast<const uint8_t*>(src.data), static_cast<uint8_t*>(dst.data), static_cast<int64_t>(rb),
+                        src.rows, static_cast<int64_t>(src.stride), static_cast<int64_t>(dst.stride)};
+    launch_copy_batch(&item, 1, ctx_->stream());
+    return;
+  }
   cuda_check(cudaMemcpy2DAsync(dst.data, dst.stride, src.data, src.stride, rb, static_cast<size_t>(src.rows),
                                cudaMemcpyDeviceToDevice, ctx_->stream()),
              "copy");
@@ -764,6 +775,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
   o.moe_pdl = opt.cuda_moe_pdl;
   o.moe_gemm = opt.cuda_moe_gemm;
   o.copy_batch = opt.cuda_copy_batch;
+  o.copy_kernels = opt.cuda_copy_kernels;
   o.gdn_prefill = opt.cuda_gdn_prefill;
   o.mv_pipe = !opt.cuda_mv_no_pipe;
   o.mv_pipe_rows = !opt.cuda_mv_no_pipe_rows;

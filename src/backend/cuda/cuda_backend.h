@@ -137,6 +137,13 @@ struct CudaOptions {
   // pair (Backend::copy_batch). The same bytes either way. Off here (tests of the plain path);
   // on at the engine level since stop 29 (EngineOptions::cuda_copy_batch; measured on an H100).
   bool copy_batch = false;
+  // copy (device to device) of at most kMaxCopyKernelBytes by the copy_batch kernel (one item),
+  // and upload (host to device) of at most 1 KiB by a kernel that carries the bytes in its
+  // parameters (ops/upload_small.cuh), instead of cudaMemcpy2DAsync / cudaMemcpyAsync: the
+  // same bytes, one more kernel in the stream rather than a copy-engine transfer between two
+  // kernels (a decode step's positions, a speculative cycle's ids and hidden rows). Off here
+  // (tests of the plain path); the engine's default is EngineOptions::cuda_copy_kernels.
+  bool copy_kernels = false;
   // gated_delta_rule of more than 16 rows without snapshots (prefill; head size 32, 64 or 128,
   // q, k, v 16-byte aligned, outside a graph capture; otherwise the token kernel): 0 the token
   // kernel (ops/delta_rule.cuh, as before), 1 the chunked f32 kernel (ops/delta_rule_chunked.cuh,

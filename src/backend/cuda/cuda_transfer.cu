@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/op_profile.h"
+#include "backend/cuda/ops/upload_small.cuh"
 #include "common/error.h"
 
 namespace df::cuda {
@@ -17,6 +18,10 @@ void CudaBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
   ctx_->make_current();
   OpScope ps(prof_.get(), "upload");
   ++i32_epoch_;
+  if (opt_.copy_kernels && upload_small_fits(dst.data, bytes)) {
+    launch_upload_small(dst.data, src, bytes, ctx_->stream());
+    return;
+  }
   cuda_check(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, ctx_->stream()), "upload");
 }
 
