@@ -30,8 +30,11 @@ fi
 if [ "${PART:-base}" = ab ]; then  # --cuda-copy-kernels off / on alternating (same binary), tests first
   ( mk /tmp/q3_4b_q4_0.gguf --preset qwen3_4b --type q4_0 ) &
   MK=$!
-  ( mk /tmp/q35_27b_q4_0.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random ) &
-  MK27=$!
+  MK27=
+  if [ "${B27:-520}" != 0 ]; then
+    ( mk /tmp/q35_27b_q4_0.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random ) &
+    MK27=$!
+  fi
   BUDGET=9999
   if [ "${SKIP_TESTS:-0}" = 0 ]; then TESTS_TIMEOUT=${TESTS_TIMEOUT:-240} lead_tests ${TEST_ARGS:-}; fi
   HP="--spec-prompt models/heldout.txt"
@@ -45,7 +48,7 @@ if [ "${PART:-base}" = ab ]; then  # --cuda-copy-kernels off / on alternating (s
   wait $MK
   for ck in no-cuda-copy-kernels cuda-copy-kernels; do bench q4_0_$ck /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2 --$ck; done
   for p in 1 4; do CUDA_MODULE_LOADING=EAGER prof default_p$p models/default.gguf -p $p -n 64 -r 1; done
-  wait $MK27
+  [ -n "$MK27" ] && wait $MK27
   BUDGET=${B27:-520}
   for ck in no-cuda-copy-kernels cuda-copy-kernels; do
     bench q27_mtp3_$ck /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 --spec mtp --draft-max 3 --draft-fixed --draft-accept 0.8 --$ck
