@@ -56,7 +56,7 @@ struct EngineOptions {
   bool cuda_fuse_deltanet = true;        // CudaOptions::fuse_deltanet
   bool cuda_moe_pdl = true;              // CudaOptions::moe_pdl (df_cuda_tests on the H200, helper moe4)
   bool cuda_moe_gemm = true;             // CudaOptions::moe_gemm (df_cuda_tests on the H200, helper moegemm)
-  bool cuda_copy_kernels = false;        // CudaOptions::copy_kernels: small copies / uploads by kernels (stop 38; off until measured)
+  bool cuda_copy_kernels = false;        // CudaOptions::copy_kernels: small copies / uploads by kernels (off: measured slower on an H100, stop 38)
   bool cuda_copy_batch = true;           // CudaOptions::copy_batch: a state's copies in one launch (H100, stop 29)
   // CudaOptions::gdn_prefill: the DeltaNet prefill's delta rule, 0 token kernel, 1 chunked f32
   // ("v1"), 2 chunked tensor cores tf32, 3 chunked tensor cores 3xTF32 (helper gdnpre).

@@ -141,8 +141,8 @@ struct CudaOptions {
   // and upload (host to device) of at most 1 KiB by a kernel that carries the bytes in its
   // parameters (ops/upload_small.cuh), instead of cudaMemcpy2DAsync / cudaMemcpyAsync: the
   // same bytes, one more kernel in the stream rather than a copy-engine transfer between two
-  // kernels (a decode step's positions, a speculative cycle's ids and hidden rows). Off here
-  // (tests of the plain path); the engine's default is EngineOptions::cuda_copy_kernels.
+  // kernels (a decode step's positions, a speculative cycle's ids and hidden rows). Off, here
+  // and at the engine level (EngineOptions::cuda_copy_kernels): 1-2 % slower on an H100 (stop 38).
   bool copy_kernels = false;
   // gated_delta_rule of more than 16 rows without snapshots (prefill; head size 32, 64 or 128,
   // q, k, v 16-byte aligned, outside a graph capture; otherwise the token kernel): 0 the token
