@@ -16,10 +16,10 @@ struct CopyItem {
   int64_t row_bytes = 0, rows = 0, src_stride = 0, dst_stride = 0;
 };
 
-constexpr int kMaxCopyItems = 32;
+constexpr int kMaxCopyItems = 32;  // items per launch (the kernel's parameters: 1.5 KB)
 // CudaBackend::copy under CudaOptions::copy_kernels: copies up to this many bytes by the kernel
 // (one item), larger ones by cudaMemcpy2DAsync.
-constexpr size_t kMaxCopyKernelBytes = size_t{1} << 20;  // items per launch (the kernel's parameters: 1.5 KB)
+constexpr size_t kMaxCopyKernelBytes = size_t{1} << 20;
 
 // items[0 .. n) with 0 < n <= kMaxCopyItems; rows == 0 items copy nothing.
 void launch_copy_batch(const CopyItem* items, int n, cudaStream_t s);
