@@ -7,9 +7,9 @@
 namespace df::spec {
 namespace {
 
-constexpr double kDecay = 0.95;      // weight of the past per observation
+constexpr double kDecay = 0.95;      // weight of the past per speculative cycle
 constexpr double kPriorHits = 0.8;   // prior: 0.8 acceptance with the weight of 1 draft (optimistic:
-constexpr double kPriorTries = 1.0;  // one failed cycle is enough to bring it below 0.4)
+constexpr double kPriorTries = 1.0;  // one failed cycle is enough to bring it to 0.4)
 
 }  // namespace
 
@@ -27,8 +27,8 @@ double DepthPolicy::Ring::median() const {
 
 DepthPolicy::DepthPolicy(int max_depth, bool fixed, std::vector<double> table)
     : max_depth_(max_depth), fixed_(fixed), table_(std::move(table)),
-      hits_(static_cast<size_t>(std::max(max_depth, 0)), kPriorHits),
-      tries_(static_cast<size_t>(std::max(max_depth, 0)), kPriorTries),
+      hits_(static_cast<size_t>(std::max(max_depth, 0)), 0.0),
+      tries_(static_cast<size_t>(std::max(max_depth, 0)), 0.0),
       obs_(static_cast<size_t>(std::max(max_depth, 0)) + 1), seen_(static_cast<size_t>(std::max(max_depth, 0)) + 1, 0) {
   if (max_depth < 1) throw Error("draft depth must be at least 1");
   if (static_cast<int>(table_.size()) < max_depth + 1) throw Error("cost table shorter than the deepest draft + 1");
@@ -51,7 +51,14 @@ void DepthPolicy::observe_cycle(int depth, double seconds) {
   (depth == 0 ? ratio_plain_ : ratio_spec_).push(seconds / table_[d]);
 }
 
-double DepthPolicy::acceptance(int i) const { return hits_[static_cast<size_t>(i)] / tries_[static_cast<size_t>(i)]; }
+double DepthPolicy::acceptance(int i) const {
+  const auto k = static_cast<size_t>(i);
+  // The prior: position 0's is kPriorHits; a deeper one's is the position before it (a draft
+  // deep in a predictable stretch passes about as often as the one before it), so that a
+  // position not drafted for a while follows the text's current predictability.
+  const double prior = i == 0 ? kPriorHits / kPriorTries : acceptance(i - 1);
+  return (hits_[k] + kPriorTries * prior) / (tries_[k] + kPriorTries);
+}
 
 double DepthPolicy::cycle_seconds(int depth) const {
   const auto d = static_cast<size_t>(depth);
@@ -139,11 +146,16 @@ void DepthPolicy::record(int depth, int accepted) {
   probe_ok_ = probing_ && accepted == depth;
   probe_gain_ = probing_ && accepted > 0;
   if (accepted == 0) trial_left_ = 0;  // a trial ends at its first cycle that gains nothing
-  // Position i was tried when every draft before it was accepted.
-  for (int i = 0; i < depth && i <= accepted; ++i) {
+  // Every position's counts age by one cycle (an untried position's evidence fades toward its
+  // prior); position i was tried when every draft before it was accepted.
+  for (int i = 0; i < max_depth_; ++i) {
     auto k = static_cast<size_t>(i);
-    hits_[k] = hits_[k] * kDecay + (i < accepted ? 1.0 : 0.0);
-    tries_[k] = tries_[k] * kDecay + 1.0;
+    hits_[k] *= kDecay;
+    tries_[k] *= kDecay;
+    if (i < depth && i <= accepted) {
+      hits_[k] += i < accepted ? 1.0 : 0.0;
+      tries_[k] += 1.0;
+    }
   }
 }
 

@@ -10,6 +10,11 @@
 //
 // Expected tokens of a cycle of depth N (a_i: acceptance at draft position i, given that the
 // drafts before it were accepted):  E(N) = 1 + sum_{i=1..N} prod_{k<=i} a_k
+// a_i: the decayed passes / tries at position i (kDecay per speculative cycle, tried or not),
+// plus a prior of the weight of one draft: 0.8 at position 0, a_{i-1} deeper. A position that
+// has not been drafted for a while (the policy chose shallower cycles) so follows the one
+// before it, that is the text's current predictability, instead of keeping the estimate of the
+// few failures that made the policy stop drafting it.
 // Its time T(N): the median of the last kWindow observed cycles of depth N (robust to the
 // outliers of a loaded machine or a graph recording); until kMinObs have been seen, the
 // start-up table's guess times the median ratio observed / table of the recent speculative

@@ -170,6 +170,29 @@ TEST(DepthPolicy, MeasuredCpuMachine) {
   }
 }
 
+// A deeper position that the policy stopped drafting (its few tries failed) must not keep that
+// estimate while the text turns predictable: with only position 0 drafted, and passing, its
+// estimate rises toward position 0's (the old estimate, updated only when drafted, stayed at
+// ~0.2 until an exploration cycle happened to pass there).
+TEST(DepthPolicy, AnUndraftedPositionFollowsThePositionBeforeIt) {
+  DepthPolicy p(3, false, {1.0, 1.85, 2.3, 2.9});
+  for (int i = 0; i < 3; ++i) p.record(2, 1);  // position 1 fails three times
+  const double low = p.acceptance(1);
+  EXPECT_LT(low, 0.35);
+  double prev = low;
+  for (int i = 0; i < 60; ++i) {  // depth 1 only: position 0 passes every time
+    p.record(1, 1);
+    EXPECT_GE(p.acceptance(1), prev - 1e-12) << "cycle " << i;  // never falls while its evidence fades
+    EXPECT_LE(p.acceptance(1), p.acceptance(0) + 1e-12);       // never above the position before it
+    prev = p.acceptance(1);
+  }
+  EXPECT_GT(p.acceptance(0), 0.95);
+  EXPECT_GT(p.acceptance(1), 0.8);
+  // Position 2 (never drafted) follows position 1 likewise.
+  EXPECT_LE(p.acceptance(2), p.acceptance(1) + 1e-12);
+  EXPECT_GT(p.acceptance(2), 0.6);
+}
+
 // A real head meets text it cannot predict (tokens 40..80: nothing accepted, or only the first
 // draft): after it, speculation must come back, not stay in plain stretches (256 tokens, as the
 // bench; the best fixed depth outside the burst gives the bound).
