@@ -2,7 +2,8 @@
 // small valid models written by df_make_model's writers (tools/make_model/tiny_models.h):
 // hyperparameter keys set to other values and types, keys and tensors removed, tensors
 // reshaped, retyped or renamed. The edited file is rebuilt with the GGUF writer and loaded
-// with df::load_model on a one-thread CPU backend. Every outcome must be a model or a
+// with df::load_model on a one-thread CPU backend of one of the instruction sets the machine
+// runs (the input's last byte picks it). Every outcome must be a model or a
 // df::Error; a model that loads must then run a forward pass of two tokens and a decode step.
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -125,11 +126,20 @@ void resize_data(EditedTensor& t, FuzzedDataProvider& p) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::vector<Base> bases = make_bases();
-  static cpu::CpuBackend backend([] {
-    cpu::CpuOptions o;
-    o.threads = 1;
-    return o;
-  }());
+  // One one-thread backend per instruction set this CPU runs (scalar, AVX2, AVX-512): a user's
+  // CPU may take other kernels than the fuzzing machine's best ones. The input's last byte picks
+  // one (the provider reads its integers from the end: that byte also feeds the first edit).
+  static const std::vector<std::unique_ptr<cpu::CpuBackend>> backends = [] {
+    std::vector<std::unique_ptr<cpu::CpuBackend>> v;
+    for (int i = 0; i <= static_cast<int>(cpu::best_isa()); ++i) {
+      cpu::CpuOptions o;
+      o.threads = 1;
+      o.isa = static_cast<cpu::Isa>(i);
+      v.push_back(std::make_unique<cpu::CpuBackend>(o));
+    }
+    return v;
+  }();
+  cpu::CpuBackend& backend = *backends[size ? data[size - 1] % backends.size() : backends.size() - 1];
   FuzzedDataProvider p(data, size);
   const gguf::File& base = *bases[p.ConsumeIntegralInRange<size_t>(0, bases.size() - 1)].file;
   const std::string arch = base.get_string("general.architecture");

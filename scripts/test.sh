@@ -33,6 +33,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 NOT_RUN=()
+fuzz_failed_logs=()
 [[ $REF_DIR == /* ]] || REF_DIR="$PWD/$REF_DIR"
 SRC_DIR="$REF_DIR/llama.cpp"
 LIB_DIR="$REF_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
@@ -113,12 +114,17 @@ if [[ $FUZZ == 1 ]]; then
         mkdir -p "build-fuzz/corpus/$t" "build-fuzz/artifacts/$t"
         dict=(); [[ -f "fuzz/$t.dict" ]] && dict=(-dict="fuzz/$t.dict")
         echo "+ $t: ${FUZZ_SECONDS} s"
+        mkdir -p build-fuzz/logs
+        rc=0
         ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
         UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
           "build-fuzz/fuzz/$t" -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=2048 \
             -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$t/" "${dict[@]}" \
-            "build-fuzz/corpus/$t" "fuzz/corpus/$t" ||
+            "build-fuzz/corpus/$t" "fuzz/corpus/$t" 2>&1 | tee "build-fuzz/logs/$t.log" || rc=$?
+        if [[ $rc != 0 ]]; then
           failed+=("$t (crash input in build-fuzz/artifacts/$t/)")
+          fuzz_failed_logs+=("build-fuzz/logs/$t.log")
+        fi
       done
     else
       failed+=("fuzz build (build-fuzz/)")
@@ -132,6 +138,14 @@ if [[ $FUZZ == 1 ]]; then
   fi
 fi
 
+# A fuzzer's finding, again at the end of the output (where a CI log's tail shows it): the
+# sanitizer's or libFuzzer's report from its first line on, and the input in base64.
+for log in "${fuzz_failed_logs[@]}"; do
+  echo "---- $log: the fuzzer's report ----" >&2
+  first=$(grep -n -m1 -E '==[0-9]+==ERROR|runtime error:|deadly signal|ERROR: libFuzzer|ERROR: LeakSanitizer' "$log" | cut -d: -f1 || true)
+  if [[ -n $first ]]; then sed -n "${first},$((first + 80))p" "$log" >&2; else tail -n 40 "$log" >&2; fi
+  grep -E '^Base64: |Test unit written to' "$log" >&2 || true
+done
 if [[ ${#NOT_RUN[@]} -gt 0 ]]; then
   echo "test.sh: NOT RUN: ${NOT_RUN[*]}" >&2
 fi
