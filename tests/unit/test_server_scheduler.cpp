@@ -193,8 +193,8 @@ std::vector<Outcome> run_job_set(const SchedulerOptions& so, SchedulerCounters* 
 }
 
 // Speculative decoding in the server: every job's text, finish reason and token count equal
-// plain decoding's, adaptive and at fixed depths (1, 3, 7); a lone greedy slot advances several
-// tokens a forward.
+// plain decoding's, adaptive and at fixed depths (1, 3, 7); at a fixed depth a lone greedy slot
+// advances several tokens a forward.
 TEST(ServerScheduler, SpeculativeEqualsPlain) {
   const std::vector<Outcome> plain = run_job_set({.n_slots = 4});
   for (const auto& [depth, fixed] : {std::pair{3, false}, std::pair{1, true}, std::pair{3, true}, std::pair{7, true}}) {
@@ -210,9 +210,12 @@ TEST(ServerScheduler, SpeculativeEqualsPlain) {
       EXPECT_EQ(got[i].reason, plain[i].reason) << "job " << i;
       EXPECT_EQ(got[i].tokens, plain[i].tokens) << "job " << i;
     }
-    // Plain decoding: one token a slot a forward; here the lone jobs' cycles give more.
-    EXPECT_GT(static_cast<double>(c.generated_tokens) / static_cast<double>(c.step_rows), 1.3)
-        << "depth " << depth << ": " << c.generated_tokens << " tokens in " << c.step_rows << " slot-forwards";
+    // Plain decoding: one token a slot a forward; at a fixed depth the lone jobs' cycles give
+    // more (the adaptive depth's choice depends on the machine's timings: not checked).
+    if (fixed) {
+      EXPECT_GT(static_cast<double>(c.generated_tokens) / static_cast<double>(c.step_rows), 1.3)
+          << "depth " << depth << ": " << c.generated_tokens << " tokens in " << c.step_rows << " slot-forwards";
+    }
     EXPECT_EQ(c.active, 0);
   }
 }
