@@ -10,6 +10,12 @@ Aggregate decode tok/s is measured twice: by the clients (generated tokens / wal
 the level) and by the server (/metrics: generated tokens / time inside decode steps).
 On a busy machine, --rounds R runs the levels R times interleaved (1, 8, 32, 1, 8, 32, ...)
 and reports each figure's median over the rounds, and the 8-vs-1 ratio of each round.
+Server-side decode tok/s counts the tokens of decode steps (a request's first token comes
+from its prefill), so that a speculative cycle's several tokens count as tokens.
+
+--spec-compare runs two servers side by side, `--spec none` and the default (MTP drafts for
+greedy requests when the model has a head), the rounds interleaved between them, and adds
+the speculative / plain ratio of generated tok/s at each level, per round and median.
 """
 import argparse
 import http.client
@@ -126,10 +132,35 @@ def run_level(port, clients, per_client, max_tokens):
         "generated_tok_per_s": round(gen / wall, 1),
         "ttft_p50_ms": round(1000 * percentile(ttfts, 50), 1) if ttfts else None,
         "ttft_p99_ms": round(1000 * percentile(ttfts, 99), 1) if ttfts else None,
-        "server_decode_tok_per_s": round(d_rows / d_secs, 1) if d_secs > 0 else None,
+        "server_decode_tok_per_s": round((d_tokens - len(results)) / d_secs, 1) if d_secs > 0 else None,
         "server_mean_rows_per_step": round(d_rows / d_steps, 2) if d_steps > 0 else None,
         "server_generated_tokens": int(d_tokens),
     }
+
+
+def start_server(cmd):
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+    if not m:
+        proc.terminate()
+        raise SystemExit(f"the server did not start: {line}{proc.stderr.read()}")
+    port = int(m.group(1))
+    one_request(port, PROMPTS[0], 8)  # warm up
+    return proc, port
+
+
+def medians(conc, rounds):
+    levels = []
+    for i, c in enumerate(conc):
+        runs = [r[i] for r in rounds]
+        med = dict(runs[0])
+        for k, v in runs[0].items():
+            if isinstance(v, (int, float)) and k != "concurrency":
+                med[k] = statistics.median(r[k] for r in runs)
+        med["errors"] = sum((r["errors"] for r in runs), [])[:5]
+        levels.append(med)
+    return levels
 
 
 def main():
@@ -143,45 +174,53 @@ def main():
     ap.add_argument("--parallel", type=int, default=32)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--spec-compare", action="store_true")
     a = ap.parse_args()
     cmd = [a.bin, "serve", "--port", "0", "-q", "-P", str(a.parallel), "-c", str(a.ctx), "-t", str(a.threads)]
     if a.model:
         cmd += ["-m", a.model]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    setups = {"plain": cmd + ["--spec", "none"], "spec": cmd} if a.spec_compare else {"server": cmd}
+    procs = {}
     try:
-        line = proc.stdout.readline()
-        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            raise SystemExit(f"the server did not start: {line}{proc.stderr.read()}")
-        port = int(m.group(1))
-        one_request(port, PROMPTS[0], 8)  # warm up
+        ports = {}
+        for name, c in setups.items():
+            procs[name], ports[name] = start_server(c)
         conc = [int(c) for c in a.levels.split(",")]
-        rounds = [[run_level(port, c, a.requests_per_client, a.max_tokens) for c in conc] for _ in range(a.rounds)]
-        levels = []
-        for i, c in enumerate(conc):
-            runs = [r[i] for r in rounds]
-            med = dict(runs[0])
-            for k, v in runs[0].items():
-                if isinstance(v, (int, float)) and k != "concurrency":
-                    med[k] = statistics.median(r[k] for r in runs)
-            med["errors"] = sum((r["errors"] for r in runs), [])[:5]
-            levels.append(med)
-        out = {"benchmark": "server", "command": " ".join(cmd), "max_tokens": a.max_tokens,
-               "requests_per_client": a.requests_per_client, "rounds": a.rounds, "levels": levels}
-        if 1 in conc and 8 in conc:
-            i1, i8 = conc.index(1), conc.index(8)
-            client = [r[i8]["generated_tok_per_s"] / r[i1]["generated_tok_per_s"] for r in rounds]
-            server = [r[i8]["server_decode_tok_per_s"] / r[i1]["server_decode_tok_per_s"] for r in rounds
-                      if r[i1]["server_decode_tok_per_s"] and r[i8]["server_decode_tok_per_s"]]
-            out["decode_speedup_8_vs_1_client_side_per_round"] = [round(x, 2) for x in client]
-            out["decode_speedup_8_vs_1_client_side"] = round(statistics.median(client), 2)
-            if server:
-                out["decode_speedup_8_vs_1_server_side_per_round"] = [round(x, 2) for x in server]
-                out["decode_speedup_8_vs_1_server_side"] = round(statistics.median(server), 2)
+        rounds = {name: [] for name in setups}
+        for _ in range(a.rounds):
+            for name in setups:
+                rounds[name].append([run_level(ports[name], c, a.requests_per_client, a.max_tokens) for c in conc])
+        out = {"benchmark": "server", "max_tokens": a.max_tokens, "requests_per_client": a.requests_per_client,
+               "rounds": a.rounds}
+        for name in setups:
+            rs = rounds[name]
+            res = {"command": " ".join(setups[name]), "levels": medians(conc, rs)}
+            if 1 in conc and 8 in conc:
+                i1, i8 = conc.index(1), conc.index(8)
+                client = [r[i8]["generated_tok_per_s"] / r[i1]["generated_tok_per_s"] for r in rs]
+                server = [r[i8]["server_decode_tok_per_s"] / r[i1]["server_decode_tok_per_s"] for r in rs
+                          if r[i1]["server_decode_tok_per_s"] and r[i8]["server_decode_tok_per_s"]]
+                res["decode_speedup_8_vs_1_client_side_per_round"] = [round(x, 2) for x in client]
+                res["decode_speedup_8_vs_1_client_side"] = round(statistics.median(client), 2)
+                if server:
+                    res["decode_speedup_8_vs_1_server_side_per_round"] = [round(x, 2) for x in server]
+                    res["decode_speedup_8_vs_1_server_side"] = round(statistics.median(server), 2)
+            if a.spec_compare:
+                out.setdefault("servers", {})[name] = res
+            else:
+                out.update(res)
+        if a.spec_compare:
+            ratios = {}
+            for i, c in enumerate(conc):
+                per = [s[i]["generated_tok_per_s"] / p[i]["generated_tok_per_s"]
+                       for s, p in zip(rounds["spec"], rounds["plain"])]
+                ratios[str(c)] = {"per_round": [round(x, 3) for x in per], "median": round(statistics.median(per), 3)}
+            out["spec_vs_plain_generated_tok_per_s"] = ratios
         print(json.dumps(out, indent=1))
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

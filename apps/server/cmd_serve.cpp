@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "../common.h"
+#include "../spec_flags.h"
 #include "common/error.h"
 #include "http_api.h"
 #include "server/scheduler.h"
@@ -26,6 +27,7 @@ void register_serve(CLI::App& app) {
     double time_limit_s = 600;
     double grace_s = 10;
     int64_t n_predict = -1;
+    SpecFlags spec;
   };
   auto f = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat completions, completions, models)");
@@ -57,6 +59,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("-n,--n-predict", f->n_predict, "default max_tokens of a request (-1: until the context ends)")
       ->check(CLI::Range(int64_t{-1}, INT64_MAX));
   cmd->add_flag("--log-requests", f->http.log_requests, "print one line per request on stderr");
+  add_spec_flags(*cmd, f->spec);  // greedy requests (temperature 0) of a slot decoding alone
   cmd->callback([f] {
     // SIGINT/SIGTERM are taken by one thread through sigwait; every thread started from
     // here on (compute pool, decode loop, HTTP workers) inherits the blocked mask.
@@ -79,11 +82,16 @@ void register_serve(CLI::App& app) {
     http.defaults.max_tokens = f->n_predict;
     http.time_limit = std::chrono::milliseconds(static_cast<int64_t>(f->time_limit_s * 1000));
 
-    server::Scheduler sched(*engine, {.n_slots = f->parallel, .step_rows = f->step_rows});
+    // --spec auto: MTP drafts for greedy requests when the model has a head (sampled ones decode plainly)
+    const spec::SpecOptions so = to_spec_options(f->spec, 0.0f, *engine);
+    server::Scheduler sched(*engine, {.n_slots = f->parallel, .step_rows = f->step_rows, .spec = so});
     server::HttpApi api(sched, http);
     const int port = api.bind();
-    std::printf("diskformer: serving '%s' (%s, %d slots x %lld tokens) on http://%s:%d\n", http.model_id.c_str(),
+    std::printf("diskformer: serving '%s' (%s, %d slots x %lld tokens%s) on http://%s:%d\n", http.model_id.c_str(),
                 engine->info().arch.c_str(), f->parallel, static_cast<long long>(engine->options().n_ctx),
+                so.mode == spec::SpecMode::MTP
+                    ? (", greedy requests with MTP drafts of up to " + std::to_string(so.draft_max)).c_str()
+                    : "",
                 http.host.c_str(), port);
     std::fflush(stdout);
 

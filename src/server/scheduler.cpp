@@ -22,9 +22,14 @@ size_t common_prefix(const std::vector<Token>& a, const std::vector<Token>& b) {
 Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opt)
     : engine_(engine), step_rows_(opt.step_rows > 0 ? std::min(opt.step_rows, opt.n_slots) : opt.n_slots) {
   if (opt.n_slots < 1) throw Error("the server needs at least one slot (--parallel)");
+  const bool mtp = opt.spec.mode == spec::SpecMode::MTP;
+  if (mtp && !engine_.model().mtp()) throw Error("--spec mtp: the model has no MTP (nextn) layer");
+  GenerateOptions greedy;  // the generators draft greedily; sampled jobs decode plainly
+  greedy.sampling.temperature = 0.0f;
   for (int i = 0; i < opt.n_slots; ++i) {
     auto s = std::make_unique<Slot>();
-    s->session = std::make_unique<Session>(engine_);
+    s->session = std::make_unique<Session>(engine_, mtp ? opt.spec.draft_max + 1 : 0);
+    if (mtp) s->mtp = std::make_unique<spec::MtpGenerator>(*s->session, greedy, opt.spec);
     slots_.push_back(std::move(s));
   }
   if (step_rows_ > engine_.options().prefill_chunk)
@@ -157,7 +162,7 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
   const auto t0 = Clock::now();
   const std::vector<float>* logits = nullptr;
   try {
-    logits = &s.session->prefill(job->prompt, p.checkpoint_at);
+    logits = &s.session->prefill(job->prompt, p.checkpoint_at, s.mtp ? s.mtp->prefill_tap() : Session::RowTap{});
   } catch (const std::exception& e) {
     job->start(0);
     release(s, "error", e.what());
@@ -180,6 +185,10 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
 }
 
 void Scheduler::step(const std::vector<Slot*>& rows) {
+  if (rows.size() == 1 && rows[0]->mtp && !rows[0]->chooser->needs_logits()) {
+    spec_step(*rows[0]);
+    return;
+  }
   {
     // Counted before the groups run: a step's rows are added (and its tokens handed to the
     // clients) after it, so a metrics read never holds a step's rows without the step itself.
@@ -224,6 +233,8 @@ void Scheduler::step_group(const std::vector<Slot*>& rows) {
     c_.step_rows += n;
     c_.decode_seconds += seconds_since(t0);
   }
+  for (int64_t i = 0; i < n; ++i)  // the draft heads take their rows as plain steps
+    if (Slot& s = *rows[static_cast<size_t>(i)]; s.mtp) s.mtp->note_plain_step(tokens[static_cast<size_t>(i)], out.hidden.slice_rows(i, 1));
   for (int64_t i = 0; i < n; ++i) {
     Slot& s = *rows[static_cast<size_t>(i)];
     if (!s.chooser->needs_logits()) {
@@ -238,18 +249,50 @@ void Scheduler::step_group(const std::vector<Slot*>& rows) {
   }
 }
 
+void Scheduler::spec_step(Slot& s) {
+  const auto t0 = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    ++c_.steps;
+  }
+  const GenParams& p = s.job->params;
+  const int64_t left = p.max_tokens > 0 ? p.max_tokens - s.generated : s.session->n_ctx();
+  // The job ends (released) only after the cycle has put the session back where plain
+  // decoding would be: mark_turn_end's checkpoint must not see a verify's extra rows.
+  const char* reason = nullptr;
+  try {
+    s.mtp->step(s.pending, left, [&](Token t, int64_t pos) {
+      s.chooser->note(t);
+      reason = take_token(s, t, nullptr, pos);
+      return reason == nullptr;
+    });
+  } catch (const std::exception& e) {
+    release(s, "error", e.what());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    ++c_.forwards;
+    ++c_.step_rows;
+    c_.decode_seconds += seconds_since(t0);
+  }
+  if (reason) release(s, reason);
+}
+
 void Scheduler::advance(Slot& s, const float* logits) {
   const Token t = s.chooser->choose(logits, engine_.info().n_vocab);
   take(s, t, logits);
 }
 
 void Scheduler::take(Slot& s, Token t, const float* logits) {
+  if (const char* reason = take_token(s, t, logits)) release(s, reason);
+}
+
+const char* Scheduler::take_token(Slot& s, Token t, const float* logits, int64_t pos) {
   Job& job = *s.job;
   const GenParams& p = job.params;
-  if (!p.ignore_eos && engine_.tokenizer().is_stop(t)) {
-    release(s, "stop");
-    return;
-  }
+  if (pos < 0) pos = s.session->position();
+  if (!p.ignore_eos && engine_.tokenizer().is_stop(t)) return "stop";
   ++s.generated;
   TokenLogprob lp;
   const bool want_lp = s.chooser->wants_logprobs() && logits;
@@ -263,17 +306,12 @@ void Scheduler::take(Slot& s, Token t, const float* logits) {
     recent_.emplace_back(now, c_.generated_tokens);
     while (recent_.size() > 2 && now - recent_.front().first > std::chrono::seconds(10)) recent_.pop_front();
   }
-  if (s.stops->stopped()) {
-    release(s, "stop");
-  } else if (p.max_tokens > 0 && s.generated >= p.max_tokens) {
-    release(s, "length");
-  } else if (s.session->position() >= s.session->n_ctx()) {
-    release(s, "length");
-  } else if (Clock::now() >= p.deadline) {
-    release(s, "length");
-  } else {
-    s.pending = t;
-  }
+  if (s.stops->stopped()) return "stop";
+  if (p.max_tokens > 0 && s.generated >= p.max_tokens) return "length";
+  if (pos >= s.session->n_ctx()) return "length";
+  if (Clock::now() >= p.deadline) return "length";
+  s.pending = t;
+  return nullptr;
 }
 
 void Scheduler::release(Slot& s, const std::string& reason, const std::string& error) {

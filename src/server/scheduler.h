@@ -4,7 +4,10 @@
 // conversation reuses its own cache), prefills them, then advances every active slot by one
 // token in one step: ONE batched forward over all their states (Session::append_each), one
 // device argmax for the greedy rows, a logits download only for rows that sample, penalise
-// or report log-probabilities.
+// or report log-probabilities. With speculative decoding on (SchedulerOptions::spec, a model
+// with an MTP head) a greedy slot that is alone in a step advances by an MTP cycle instead
+// (drafts, one verify forward: 1..draft_max + 1 tokens, the same tokens as plain decoding);
+// in steps of several slots each slot's head takes its row as a plain step's.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -19,6 +22,7 @@
 #include "server/job.h"
 #include "server/stop_matcher.h"
 #include "server/token_choice.h"
+#include "spec/mtp_generator.h"
 
 namespace df::server {
 
@@ -28,6 +32,9 @@ struct SchedulerOptions {
   // runs several forwards of at most this many rows: backends compute a row with the same
   // bits whatever its neighbours only up to a bound (the CPU backend's exact_rows).
   int step_rows = 0;
+  // Speculative decoding of greedy jobs (mode MTP: the model must have an MTP head); the
+  // slots' sessions then keep draft_max + 1 snapshot slots.
+  spec::SpecOptions spec{};
 };
 
 // Cumulative figures for /metrics.
@@ -71,6 +78,7 @@ class Scheduler {
     std::unique_ptr<TokenChooser> chooser;
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<StopMatcher> stops;
+    std::unique_ptr<spec::MtpGenerator> mtp;  // the slot's draft head (spec on), kept across jobs
     Token pending = -1;                      // the token the next step feeds
     int64_t generated = 0;
     uint64_t last_used = 0;                  // admission counter, for least-recently-used ties
@@ -85,12 +93,17 @@ class Scheduler {
   void step(const std::vector<Slot*>& rows);
   // One forward of a step over rows (at most step_rows_ of them).
   void step_group(const std::vector<Slot*>& rows);
+  // A step of one greedy slot with a draft head: an MTP cycle (MtpGenerator::step).
+  void spec_step(Slot& s);
   // Chooses the slot's next token from host logits [n_vocab] and takes it.
   void advance(Slot& s, const float* logits);
   // Hands token t to the slot's job (logits: for its log-probabilities, may be null when
   // none are wanted); ends the job on a stop id, a stop string, max_tokens, the end of the
   // context or its deadline.
   void take(Slot& s, Token t, const float* logits);
+  // take() without the release: the reason the job ends with t, or null (then t is the slot's
+  // pending token). pos: the session position t comes at (-1: the session's own).
+  const char* take_token(Slot& s, Token t, const float* logits, int64_t pos = -1);
   // Ends the slot's job with `reason`, releasing held-back text unless a stop string ended it.
   void release(Slot& s, const std::string& reason, const std::string& error = {});
 

@@ -311,12 +311,9 @@ void MtpGenerator::draft_on_device(Token x, int64_t P, int depth, size_t emitted
 
 std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std::function<bool(Token)>& on_token) {
   const Tokenizer& tok = session_.engine().tokenizer();
-  const bool greedy = opt_.sampling.temperature <= 0.0f;
   const int64_t n_ctx = session_.n_ctx();
   std::vector<Token> out;
-  const std::vector<float>& first = session_.prefill(
-      prompt, opt_.checkpoint_at,
-      [this](int64_t pos0, const Token* ids, int64_t n, const ForwardOutputs& o) { feed_prompt_rows(pos0, ids, n, o); });
+  const std::vector<float>& first = session_.prefill(prompt, opt_.checkpoint_at, prefill_tap());
   Token x = sampler_.sample(first.data(), n_vocab_);
   int64_t P = session_.position();
   session_.set_decode_stats(0, 0.0);
@@ -332,122 +329,151 @@ std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std
     if (static_cast<int64_t>(out.size()) >= opt_.max_new_tokens) return false;
     return pt < n_ctx;  // plain decoding stops when the context is full
   };
-
-  std::vector<std::vector<Sampler::Prob>> q;
-  std::vector<int32_t> a, ids;
-  std::vector<Token> d;
-  std::vector<float> logits_host;
-  std::vector<Sampler::Prob> p;
   while (emit(x, P)) {
-    const int64_t room = std::min<int64_t>({spec_.draft_max, session_.state().max_chunk() - 1, n_ctx - P - 1,
-                                            opt_.max_new_tokens - static_cast<int64_t>(out.size()) - 1});
-    const int depth = policy_->next(static_cast<int>(std::max<int64_t>(0, room)));
-    if (depth == 0) {  // a plain step; the head's pending rows grow by one
-      if (static_cast<int64_t>(pend_tokens_.size()) + 2 > rows_) flush_pending();
-      const double ts = now_seconds();
-      const ForwardOutputs o = session_.append({x});
-      b_.copy(o.hidden, hin_.slice_rows(P + 1 - head_pos_, 1));  // h_P
-      pend_tokens_.push_back(x);
-      x = pick(o, 0, nullptr);
-      policy_->observe_cycle(0, now_seconds() - ts);
-      ++P;
-      ++stats_.plain_steps;
-      ++stats_.cycles_at[0];
-      continue;
-    }
-    const double th = now_seconds();
-    AppendOptions ao;
-    ao.all_outputs = true;
-    ao.snapshots = true;
-    ForwardOutputs o;
-    if (greedy) {
-      // Drafts, verify and argmaxes on the device; one download per cycle: the drafts d_1..d_N
-      // (best_ rows 0..N-1) and the trunk's argmaxes a_0..a_N (rows N..2N).
-      draft_on_device(x, P, depth, out.size());
-      const std::vector<Token> rows(static_cast<size_t>(depth + 1), x);  // rows 1..N: ids from best_
-      ao.ids_from = best_.slice_rows(0, depth);
-      ao.ids_row0 = 1;
-      o = session_.append(rows, ao);  // verify: depth + 1 rows at P
-      b_.argmax(o.logits, best_.slice_rows(depth, depth + 1));
-      ids.resize(static_cast<size_t>(2 * depth + 1));
-      b_.download(best_.slice_rows(0, 2 * depth + 1), ids.data(), ids.size() * sizeof(int32_t));
-      d.assign(ids.begin(), ids.begin() + depth);
-      a.assign(ids.begin() + depth, ids.end());
-      session_.set_tokens(P + 1, d.data(), depth);
-    } else {
-      d = draft(x, P, depth, out.size(), &q);
-      std::vector<Token> rows{x};
-      rows.insert(rows.end(), d.begin(), d.end());
-      o = session_.append(rows, ao);  // verify: depth + 1 rows at P
-    }
-    int j = 0;
-    Token next = 0;
-    if (greedy) {
-      while (j < depth && d[static_cast<size_t>(j)] == a[static_cast<size_t>(j)]) ++j;
-      next = a[static_cast<size_t>(j)];
-    } else {  // speculative sampling: accept d_i with probability min(1, p/q), else the residual
-      logits_host.resize(static_cast<size_t>(n_vocab_ * (depth + 1)));
-      b_.download(o.logits, logits_host.data(), o.logits.nbytes());
-      bool rejected = false;
-      for (; j < depth; ++j) {
-        sampler_.distribution(logits_host.data() + static_cast<size_t>(j) * n_vocab_, n_vocab_, p);
-        const auto& qj = q[static_cast<size_t>(j)];
-        const Token dj = d[static_cast<size_t>(j)];
-        const double pd = prob_of(p, dj), qd = std::max(prob_of(qj, dj), 1e-30f);
-        if (sampler_.uniform() < std::min(1.0, pd / qd)) continue;
-        std::vector<Sampler::Prob> resid;  // max(0, p - q), normalised
-        double sum = 0.0;
-        for (const auto& e : p) {
-          const double r = e.p - prob_of(qj, e.id);
-          if (r > 0.0) {
-            resid.push_back({e.id, static_cast<float>(r)});
-            sum += r;
-          }
-        }
-        if (sum <= 0.0) {
-          next = sampler_.draw(p);
-        } else {
-          for (auto& e : resid) e.p = static_cast<float>(e.p / sum);
-          next = sampler_.draw(resid);
-        }
-        rejected = true;
-        break;
-      }
-      if (!rejected) {
-        sampler_.distribution(logits_host.data() + static_cast<size_t>(depth) * n_vocab_, n_vocab_, p);
-        next = sampler_.draw(p);
-      }
-    }
-    policy_->observe_cycle(depth, now_seconds() - th);
-    ++stats_.cycles;
-    ++stats_.cycles_at[static_cast<size_t>(depth)];
-    stats_.drafted += depth;
-    stats_.accepted += j;
-    for (int i = 0; i < depth; ++i) ++stats_.drafted_at[static_cast<size_t>(i)];
-    for (int i = 0; i < j; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
-    policy_->record(depth, j);
-    // The head's next rows: d_1..d_j at P+1.. with the trunk's own h_P..h_{P+j-1}, then the
-    // next token with h_{P+j}: verify hidden rows 0..j.
-    b_.copy(o.hidden.slice_rows(0, j + 1), hin_.slice_rows(0, j + 1));
-    pend_tokens_.assign(d.begin(), d.begin() + j);
-    // Emit the accepted drafts; generation may end inside them as plain decoding would.
-    int64_t keep = P + j + 1;  // trunk rows to keep: x, d_1..d_j
-    bool ended = false;
-    for (int i = 0; i < j && !ended; ++i) {
-      if (!emit(d[static_cast<size_t>(i)], P + 1 + i)) {
-        keep = P + 1 + i;
-        ended = true;
-      }
-    }
-    session_.rewind(keep);  // selects the snapshot slot: no replay
-    if (ended) break;
-    P += j + 1;
-    x = next;
+    const std::optional<Token> next = advance(x, opt_.max_new_tokens - static_cast<int64_t>(out.size()), out.size(), emit);
+    if (!next) break;
+    x = *next;
+    P = session_.position();
   }
   session_.set_decode_stats(static_cast<int64_t>(out.size()), now_seconds() - t0);
   stats_.cycle_estimate.resize(static_cast<size_t>(spec_.draft_max) + 1);
   for (int d = 0; d <= spec_.draft_max; ++d) stats_.cycle_estimate[static_cast<size_t>(d)] = policy_->cycle_seconds(d);
   return out;
+}
+
+Session::RowTap MtpGenerator::prefill_tap() {
+  return [this](int64_t pos0, const Token* ids, int64_t n, const ForwardOutputs& o) { feed_prompt_rows(pos0, ids, n, o); };
+}
+
+bool MtpGenerator::step(Token x, int64_t tokens_left, const EmitFn& emit) {
+  const std::optional<Token> next = advance(x, tokens_left, 0, emit);
+  return next && emit(*next, session_.position());
+}
+
+void MtpGenerator::note_plain_step(Token x, const Tensor& hidden_row) {
+  const int64_t P = session_.position() - 1;  // x's row
+  if (static_cast<int64_t>(pend_tokens_.size()) + 2 > rows_) flush_pending();
+  if (head_pos_ + static_cast<int64_t>(pend_tokens_.size()) != P) {
+    // The head is not at x (a prompt it was not fed): it restarts at P with h_{P-1} unknown (0),
+    // as after a new prompt; the drafts may be worse for a while, the output is the trunk's.
+    const std::vector<float> zeros(static_cast<size_t>(dim_), 0.0f);
+    b_.upload(hin_.slice_rows(0, 1), zeros.data(), zeros.size() * sizeof(float));
+    pend_tokens_.clear();
+    head_pos_ = P;
+  }
+  b_.copy(hidden_row, hin_.slice_rows(P + 1 - head_pos_, 1));  // h_P
+  pend_tokens_.push_back(x);
+}
+
+std::optional<Token> MtpGenerator::advance(Token x, int64_t tokens_left, size_t emitted, const EmitFn& emit) {
+  const bool greedy = opt_.sampling.temperature <= 0.0f;
+  const int64_t n_ctx = session_.n_ctx();
+  const int64_t P = session_.position();
+  const int64_t room = std::min<int64_t>({spec_.draft_max, session_.state().max_chunk() - 1, n_ctx - P - 1, tokens_left - 1});
+  const int depth = policy_->next(static_cast<int>(std::max<int64_t>(0, room)));
+  if (depth == 0) {  // a plain step; the head's pending rows grow by one
+    if (static_cast<int64_t>(pend_tokens_.size()) + 2 > rows_) flush_pending();
+    const double ts = now_seconds();
+    const ForwardOutputs o = session_.append({x});
+    b_.copy(o.hidden, hin_.slice_rows(P + 1 - head_pos_, 1));  // h_P
+    pend_tokens_.push_back(x);
+    const Token next = pick(o, 0, nullptr);
+    policy_->observe_cycle(0, now_seconds() - ts);
+    ++stats_.plain_steps;
+    ++stats_.cycles_at[0];
+    return next;
+  }
+  const double th = now_seconds();
+  AppendOptions ao;
+  ao.all_outputs = true;
+  ao.snapshots = true;
+  ForwardOutputs o;
+  std::vector<Token>& d = c_d_;
+  std::vector<int32_t>& a = c_a_;
+  if (greedy) {
+    // Drafts, verify and argmaxes on the device; one download per cycle: the drafts d_1..d_N
+    // (best_ rows 0..N-1) and the trunk's argmaxes a_0..a_N (rows N..2N).
+    draft_on_device(x, P, depth, emitted);
+    const std::vector<Token> rows(static_cast<size_t>(depth + 1), x);  // rows 1..N: ids from best_
+    ao.ids_from = best_.slice_rows(0, depth);
+    ao.ids_row0 = 1;
+    o = session_.append(rows, ao);  // verify: depth + 1 rows at P
+    b_.argmax(o.logits, best_.slice_rows(depth, depth + 1));
+    c_ids_.resize(static_cast<size_t>(2 * depth + 1));
+    b_.download(best_.slice_rows(0, 2 * depth + 1), c_ids_.data(), c_ids_.size() * sizeof(int32_t));
+    d.assign(c_ids_.begin(), c_ids_.begin() + depth);
+    a.assign(c_ids_.begin() + depth, c_ids_.end());
+    session_.set_tokens(P + 1, d.data(), depth);
+  } else {
+    d = draft(x, P, depth, emitted, &c_q_);
+    std::vector<Token> rows{x};
+    rows.insert(rows.end(), d.begin(), d.end());
+    o = session_.append(rows, ao);  // verify: depth + 1 rows at P
+  }
+  int j = 0;
+  Token next = 0;
+  if (greedy) {
+    while (j < depth && d[static_cast<size_t>(j)] == a[static_cast<size_t>(j)]) ++j;
+    next = a[static_cast<size_t>(j)];
+  } else {  // speculative sampling: accept d_i with probability min(1, p/q), else the residual
+    std::vector<float>& logits_host = c_logits_;
+    std::vector<Sampler::Prob>& p = c_p_;
+    logits_host.resize(static_cast<size_t>(n_vocab_ * (depth + 1)));
+    b_.download(o.logits, logits_host.data(), o.logits.nbytes());
+    bool rejected = false;
+    for (; j < depth; ++j) {
+      sampler_.distribution(logits_host.data() + static_cast<size_t>(j) * n_vocab_, n_vocab_, p);
+      const auto& qj = c_q_[static_cast<size_t>(j)];
+      const Token dj = d[static_cast<size_t>(j)];
+      const double pd = prob_of(p, dj), qd = std::max(prob_of(qj, dj), 1e-30f);
+      if (sampler_.uniform() < std::min(1.0, pd / qd)) continue;
+      std::vector<Sampler::Prob> resid;  // max(0, p - q), normalised
+      double sum = 0.0;
+      for (const auto& e : p) {
+        const double r = e.p - prob_of(qj, e.id);
+        if (r > 0.0) {
+          resid.push_back({e.id, static_cast<float>(r)});
+          sum += r;
+        }
+      }
+      if (sum <= 0.0) {
+        next = sampler_.draw(p);
+      } else {
+        for (auto& e : resid) e.p = static_cast<float>(e.p / sum);
+        next = sampler_.draw(resid);
+      }
+      rejected = true;
+      break;
+    }
+    if (!rejected) {
+      sampler_.distribution(logits_host.data() + static_cast<size_t>(depth) * n_vocab_, n_vocab_, p);
+      next = sampler_.draw(p);
+    }
+  }
+  policy_->observe_cycle(depth, now_seconds() - th);
+  ++stats_.cycles;
+  ++stats_.cycles_at[static_cast<size_t>(depth)];
+  stats_.drafted += depth;
+  stats_.accepted += j;
+  for (int i = 0; i < depth; ++i) ++stats_.drafted_at[static_cast<size_t>(i)];
+  for (int i = 0; i < j; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
+  policy_->record(depth, j);
+  // The head's next rows: d_1..d_j at P+1.. with the trunk's own h_P..h_{P+j-1}, then the
+  // next token with h_{P+j}: verify hidden rows 0..j.
+  b_.copy(o.hidden.slice_rows(0, j + 1), hin_.slice_rows(0, j + 1));
+  pend_tokens_.assign(d.begin(), d.begin() + j);
+  // Emit the accepted drafts; generation may end inside them as plain decoding would.
+  int64_t keep = P + j + 1;  // trunk rows to keep: x, d_1..d_j
+  bool ended = false;
+  for (int i = 0; i < j && !ended; ++i) {
+    if (!emit(d[static_cast<size_t>(i)], P + 1 + i)) {
+      keep = P + 1 + i;
+      ended = true;
+    }
+  }
+  session_.rewind(keep);  // selects the snapshot slot: no replay
+  if (ended) return std::nullopt;
+  return next;
 }
 
 std::vector<Token> generate(Session& session, const std::vector<Token>& prompt, const GenerateOptions& opt,

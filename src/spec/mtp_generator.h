@@ -19,6 +19,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -45,9 +46,29 @@ class MtpGenerator {
   }
   const SpecStats& stats() const { return stats_; }
 
+  // ---- step by step (the server's scheduler: a slot's generation among others) ----
+  // emit(t, pt): hands over the token t generated at position pt (the session's position
+  // when plain decoding would emit it); false: generation ends with t.
+  using EmitFn = std::function<bool(Token, int64_t)>;
+  // The session's prefill tap that feeds the head the prompt's rows (Session::prefill).
+  Session::RowTap prefill_tap();
+  // x: the token generated last (emitted, not yet in the session). Runs one cycle of at most
+  // tokens_left tokens (a plain step or draft + verify, as the depth policy picks) and emits
+  // what it generates, the trunk's next token last. False when an emit returned false; the
+  // session then holds what plain decoding would hold at that token.
+  bool step(Token x, int64_t tokens_left, const EmitFn& emit);
+  // The caller appended x to the session in a forward of its own (a batched step of several
+  // sessions); hidden_row [1, dim]: that forward's hidden state of x's row. The head takes the
+  // row as a plain step's.
+  void note_plain_step(Token x, const Tensor& hidden_row);
+
  private:
   // The start-up cost table: the engine's kept one, else measured now (measure_cost_table) and
   // kept in the engine for later generators.
+  // One step from the session's position P with x next: a plain step or a cycle. Emits the
+  // accepted drafts; returns the trunk's next token (not emitted), or nothing when an emit
+  // ended generation. emitted: tokens generated so far (--draft-accept's oracle index).
+  std::optional<Token> advance(Token x, int64_t tokens_left, size_t emitted, const EmitFn& emit);
   void measure_costs();
   SpecCosts measure_cost_table();
   // Prefill tap: feeds the head the prompt rows the trunk computed.
@@ -105,6 +126,12 @@ class MtpGenerator {
   Sampler sampler_;
   std::mt19937_64 oracle_rng_;
   SpecStats stats_;
+  // a cycle's scratch: drafts, the trunk's argmaxes, their download, sampling's distributions
+  std::vector<Token> c_d_;
+  std::vector<int32_t> c_a_, c_ids_;
+  std::vector<std::vector<Sampler::Prob>> c_q_;
+  std::vector<float> c_logits_;
+  std::vector<Sampler::Prob> c_p_;
   bool cpu_ = false;  // the CPU backend (the head's row-exact kernels up to kHeadExactRows rows)
 };
 
