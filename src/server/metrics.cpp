@@ -42,6 +42,9 @@ std::string prometheus_text(const HttpCounters& http, const SchedulerCounters& s
   metric("decode_forwards_total", "counter", "decode forwards (a step with more slots than --step-rows runs several)",
          s.forwards);
   metric("decode_step_rows_total", "counter", "sequences advanced, summed over the decode steps", s.step_rows);
+  metric("spec_cycles_total", "counter", "speculative (MTP) cycles of greedy slots decoding alone", s.spec_cycles);
+  metric("spec_draft_tokens_total", "counter", "draft tokens the MTP head proposed", s.spec_drafted);
+  metric("spec_draft_tokens_accepted_total", "counter", "of those, accepted by the verify", s.spec_accepted);
   metric("prefill_seconds_total", "counter", "time spent prefilling prompts", s.prefill_seconds);
   metric("decode_seconds_total", "counter", "time spent in decode steps", s.decode_seconds);
   metric("generated_tokens_per_second", "gauge", "tokens generated per second over the last 10 s",

@@ -260,6 +260,8 @@ void Scheduler::spec_step(Slot& s) {
   // The job ends (released) only after the cycle has put the session back where plain
   // decoding would be: mark_turn_end's checkpoint must not see a verify's extra rows.
   const char* reason = nullptr;
+  const spec::SpecStats& st = s.mtp->stats();
+  const int64_t cycles0 = st.cycles, drafted0 = st.drafted, accepted0 = st.accepted;
   try {
     s.mtp->step(s.pending, left, [&](Token t, int64_t pos) {
       s.chooser->note(t);
@@ -275,6 +277,9 @@ void Scheduler::spec_step(Slot& s) {
     ++c_.forwards;
     ++c_.step_rows;
     c_.decode_seconds += seconds_since(t0);
+    c_.spec_cycles += st.cycles - cycles0;
+    c_.spec_drafted += st.drafted - drafted0;
+    c_.spec_accepted += st.accepted - accepted0;
   }
   if (reason) release(s, reason);
 }

@@ -33,8 +33,12 @@ struct SchedulerOptions {
   // bits whatever its neighbours only up to a bound (the CPU backend's exact_rows).
   int step_rows = 0;
   // Speculative decoding of greedy jobs (mode MTP: the model must have an MTP head); the
-  // slots' sessions then keep draft_max + 1 snapshot slots.
-  spec::SpecOptions spec{};
+  // slots' sessions then keep draft_max + 1 snapshot slots. Off unless asked for.
+  spec::SpecOptions spec = [] {
+    spec::SpecOptions o;
+    o.mode = spec::SpecMode::NONE;
+    return o;
+  }();
 };
 
 // Cumulative figures for /metrics.
@@ -50,6 +54,9 @@ struct SchedulerCounters {
   int64_t steps = 0;              // decode steps (every active slot advances one token)
   int64_t forwards = 0;           // decode forwards (several per step past step_rows)
   int64_t step_rows = 0;          // sequences advanced, summed over the steps
+  int64_t spec_cycles = 0;         // speculative steps that drafted (a lone greedy slot's MTP cycles)
+  int64_t spec_drafted = 0;        // draft tokens proposed in them
+  int64_t spec_accepted = 0;       // of those, accepted
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;    // time inside decode steps
   double recent_tokens_per_second = 0.0;  // generated tokens over the last 10 s

@@ -196,7 +196,9 @@ std::vector<Outcome> run_job_set(const SchedulerOptions& so, SchedulerCounters* 
 // plain decoding's, adaptive and at fixed depths (1, 3, 7); at a fixed depth a lone greedy slot
 // advances several tokens a forward.
 TEST(ServerScheduler, SpeculativeEqualsPlain) {
-  const std::vector<Outcome> plain = run_job_set({.n_slots = 4});
+  SchedulerCounters pc;
+  const std::vector<Outcome> plain = run_job_set({.n_slots = 4}, &pc);
+  EXPECT_EQ(pc.spec_cycles, 0);
   for (const auto& [depth, fixed] : {std::pair{3, false}, std::pair{1, true}, std::pair{3, true}, std::pair{7, true}}) {
     SchedulerOptions so{.n_slots = 4};
     so.spec.mode = spec::SpecMode::MTP;
@@ -212,6 +214,10 @@ TEST(ServerScheduler, SpeculativeEqualsPlain) {
     }
     // Plain decoding: one token a slot a forward; at a fixed depth the lone jobs' cycles give
     // more (the adaptive depth's choice depends on the machine's timings: not checked).
+    EXPECT_GT(c.spec_cycles, 0);
+    EXPECT_GE(c.spec_drafted, c.spec_cycles);
+    EXPECT_GT(c.spec_accepted, 0);
+    EXPECT_LE(c.spec_accepted, c.spec_drafted);
     if (fixed) {
       EXPECT_GT(static_cast<double>(c.generated_tokens) / static_cast<double>(c.step_rows), 1.3)
           << "depth " << depth << ": " << c.generated_tokens << " tokens in " << c.step_rows << " slot-forwards";
