@@ -358,6 +358,7 @@ bool MtpGenerator::step(Token x, int64_t tokens_left, const EmitFn& emit) {
 
 void MtpGenerator::note_plain_step(Token x, const Tensor& hidden_row) {
   const int64_t P = session_.position() - 1;  // x's row
+  // flush_pending is a forward of the head's own model: the trunk's hidden_row stays valid
   if (static_cast<int64_t>(pend_tokens_.size()) + 2 > rows_) flush_pending();
   if (head_pos_ + static_cast<int64_t>(pend_tokens_.size()) != P) {
     // The head is not at x (a prompt it was not fed): it restarts at P with h_{P-1} unknown (0),
@@ -378,11 +379,9 @@ std::optional<Token> MtpGenerator::advance(Token x, int64_t tokens_left, size_t 
   const int64_t room = std::min<int64_t>({spec_.draft_max, session_.state().max_chunk() - 1, n_ctx - P - 1, tokens_left - 1});
   const int depth = policy_->next(static_cast<int>(std::max<int64_t>(0, room)));
   if (depth == 0) {  // a plain step; the head's pending rows grow by one
-    if (static_cast<int64_t>(pend_tokens_.size()) + 2 > rows_) flush_pending();
     const double ts = now_seconds();
     const ForwardOutputs o = session_.append({x});
-    b_.copy(o.hidden, hin_.slice_rows(P + 1 - head_pos_, 1));  // h_P
-    pend_tokens_.push_back(x);
+    note_plain_step(x, o.hidden);
     const Token next = pick(o, 0, nullptr);
     policy_->observe_cycle(0, now_seconds() - ts);
     ++stats_.plain_steps;

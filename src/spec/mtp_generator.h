@@ -58,8 +58,8 @@ class MtpGenerator {
   // session then holds what plain decoding would hold at that token.
   bool step(Token x, int64_t tokens_left, const EmitFn& emit);
   // The caller appended x to the session in a forward of its own (a batched step of several
-  // sessions); hidden_row [1, dim]: that forward's hidden state of x's row. The head takes the
-  // row as a plain step's.
+  // sessions; advance's own plain steps); hidden_row [1, dim]: that forward's hidden state of
+  // x's row. The head takes it as a pending row.
   void note_plain_step(Token x, const Tensor& hidden_row);
 
  private:

@@ -11,4 +11,10 @@ inline void check(bool ok, const char* what) {
   if (!ok) throw Error(std::string("cuda backend: ") + what);
 }
 
+// Two matrices of the same rows x cols (types and strides aside).
+template <class T>
+bool same_shape(const T& a, const T& b) {
+  return a.cols == b.cols && a.rows == b.rows;
+}
+
 }  // namespace df::cuda

@@ -76,7 +76,6 @@ int64_t fstride(const Tensor& t) { return static_cast<int64_t>(t.stride / sizeof
 float* fp(const Tensor& t) { return static_cast<float*>(t.data); }
 Mat mat(const Tensor& t) { return {fp(t), fstride(t)}; }
 CMat cmat(const Tensor& t) { return {fp(t), fstride(t)}; }
-bool same_shape(const Tensor& a, const Tensor& b) { return a.cols == b.cols && a.rows == b.rows; }
 
 }  // namespace
 

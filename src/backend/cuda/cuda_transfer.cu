@@ -41,12 +41,6 @@ void CudaBackend::synchronize() {
   cuda_check(cudaStreamSynchronize(ctx_->stream()), "synchronize");
 }
 
-namespace {
-
-bool same_shape(const Tensor& a, const Tensor& b) { return a.cols == b.cols && a.rows == b.rows; }
-
-}  // namespace
-
 void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
   OpScope ps(prof_.get(), "copy");
   check(same_shape(src, dst) && src.type == dst.type, "copy shapes");
