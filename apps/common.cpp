@@ -20,6 +20,11 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
   app.add_option("--mtp-head", f.mtp_head,
                  "GGUF file or stored model name holding the MTP head (blk.N.nextn.*, N = the model's layers) to "
                  "use instead of the model's own, e.g. from `pull SPEC --tensors 'blk.N.*'`");
+  app.add_option("--draft-vocab", f.draft_vocab,
+                 "speculative decoding: the MTP head drafts only from token ids 0..N-1 (the output projection's "
+                 "first N rows: a draft step reads that share of it; BPE vocabularies number common tokens "
+                 "first). The output is the model's whatever N is; fewer drafts may be accepted. 0: all (default)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--device", f.device, "compute device: cpu, cuda, or auto (CUDA when built in and a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("-t,--threads", f.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
@@ -209,6 +214,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   EngineOptions o;
   o.model_path = resolve_model_path(f.model, f.store);
   if (!f.mtp_head.empty()) o.mtp_head_path = store::resolve_model(f.mtp_head, f.store);
+  o.draft_vocab = f.draft_vocab;
   o.device = f.device;
   o.cpu.threads = f.threads;
   o.cpu.isa = f.isa;

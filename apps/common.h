@@ -14,6 +14,7 @@ struct ModelFlags {
   std::string model;           // -m: a file, or a stored model's name; empty: the embedded default model
   std::string store;           // --store
   std::string mtp_head;        // --mtp-head: a GGUF file or stored model name holding the MTP head
+  int64_t draft_vocab = 0;     // --draft-vocab: the MTP head drafts from token ids [0, N) (0: all)
   std::string device = "auto";  // --device cpu | cuda | auto
   int threads = 0;             // -t (CPU backend)
   int64_t ctx = 4096;          // -c

@@ -32,6 +32,10 @@ struct EngineOptions {
   // written by `diskformer pull SPEC --tensors 'blk.64.*'`: replaces the model's own head, or
   // gives a trunk without nextn layers speculative decoding. Empty: the model file's head.
   std::string mtp_head_path;
+  // The MTP head drafts from token ids [0, draft_vocab) only (MtpHead::set_draft_vocab: a draft
+  // step reads that share of the output projection; the output is the trunk's whatever it is).
+  // 0: the whole vocabulary.
+  int64_t draft_vocab = 0;
   std::string device = "auto";  // cpu | cuda | auto (make_backend)
   CpuBackendOptions cpu;        // CPU backend only: threads, isa, repack, expert stats
   int64_t n_ctx = 4096;        // positions a session holds (capped by nothing; memory is the limit)

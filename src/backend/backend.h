@@ -181,6 +181,13 @@ class Backend {
   virtual Tensor weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) {
     return weight(type, cols, rows * n_expert, host);
   }
+  // Rows [0, rows) of the weight W (made by weight() from `host`) as a weight of their own: an
+  // MTP head's trimmed drafting vocabulary. The default is a view of W's rows (a backend whose
+  // ops read weights as the file has them); a backend that repacks weights packs those rows.
+  virtual Tensor weight_rows(const Tensor& W, int64_t rows, const void* host) {
+    (void)host;
+    return W.slice_rows(0, rows);
+  }
   virtual void upload(const Tensor& dst, const void* src, size_t bytes) = 0;
   virtual void download(const Tensor& src, void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;

@@ -96,6 +96,7 @@ OutputHead load_output_head(WeightLoader& w, const Tensor& tok_embd, ModelInfo& 
   H.norm = w.get_f32("output_norm.weight", m.n_embd);
   m.tied_output = !w.has("output.weight");
   H.out = m.tied_output ? tok_embd : w.get("output.weight", m.n_embd, m.n_vocab);
+  H.out_host = w.host(m.tied_output ? "token_embd.weight" : "output.weight");
   return H;
 }
 

@@ -67,6 +67,7 @@ FfnWeights load_ffn(WeightLoader& w, const std::string& prefix, const ModelInfo&
 struct OutputHead {
   Tensor norm;          // [dim] f32 (output_norm)
   Tensor out;           // [n_vocab, dim] (output.weight, or token_embd when tied)
+  const void* out_host = nullptr;  // the file's bytes of `out` (Backend::weight_rows)
 };
 // Also sets m.tied_output.
 OutputHead load_output_head(WeightLoader& w, const Tensor& tok_embd, ModelInfo& m);

@@ -203,6 +203,15 @@ class MtpHead {
   // One sequence: batch.seq must be all 0. hidden_prev [n, n_embd] f32 (a device tensor).
   virtual ForwardOutputs forward(ModelState& state, const Batch& batch, const Tensor& hidden_prev,
                                  const ForwardOptions& opt = {}) = 0;
+  // The drafting vocabulary: from now on the head's logits are those of token ids [0, n) only
+  // ([rows, n]; the output projection's first n rows, a copy of their own where the backend
+  // packs weights), so a draft step reads n / n_vocab of the projection. Byte-level BPE
+  // vocabularies (Qwen's) number their tokens in merge order, roughly by falling frequency, so a
+  // prefix keeps the common tokens; a token past it is never drafted (the verify still emits it:
+  // the output stays the trunk's). n <= 0 or >= n_vocab: the whole vocabulary. Once per head
+  // (df::Error for a second, different n). Not inside a graph capture.
+  virtual void set_draft_vocab(int64_t n) = 0;
+  virtual int64_t draft_vocab() const = 0;  // the logits' columns (n_vocab unless trimmed)
 };
 
 // Reads general.architecture and builds the model on the backend (throws df::Error for an

@@ -40,10 +40,27 @@ Mtp::Mtp(const gguf::File& f, Backend& b, const Hparams& hp, const Tensor& tok_e
   hnorm_ = w.get_f32(p + "nextn.hnorm.weight", dim);
   embed_ = w.has(p + "nextn.embed_tokens.weight") ? w.get(p + "nextn.embed_tokens.weight", dim, m.n_vocab) : tok_embd;
   head_.norm = w.has(p + "nextn.shared_head_norm.weight") ? w.get_f32(p + "nextn.shared_head_norm.weight", dim) : trunk.norm;
-  head_.out = w.has(p + "nextn.shared_head_head.weight") ? w.get(p + "nextn.shared_head_head.weight", dim, m.n_vocab)
-                                                         : trunk.out;
+  head_.out = trunk.out;
+  head_.out_host = trunk.out_host;
+  if (w.has(p + "nextn.shared_head_head.weight")) {
+    head_.out = w.get(p + "nextn.shared_head_head.weight", dim, m.n_vocab);
+    head_.out_host = w.host(p + "nextn.shared_head_head.weight");
+  }
+  draft_head_ = head_;
+  draft_vocab_ = m.n_vocab;
   bytes_ = w.bytes_loaded();
   shape_ = blocks::attn_shape(m, hp.sections);
+}
+
+void Mtp::set_draft_vocab(int64_t n) {
+  const int64_t n_vocab = hp_.info.n_vocab;
+  if (n <= 0 || n > n_vocab) n = n_vocab;
+  if (n == draft_vocab_) return;
+  if (ran_) throw Error("mtp: the drafting vocabulary is set before the head's first forward");
+  if (draft_vocab_ != n_vocab) throw Error("mtp: the drafting vocabulary is set once per model");
+  if (!head_.out_host) throw Error("mtp: the output projection's bytes are unknown");
+  draft_head_.out = b_.weight_rows(head_.out, n, head_.out_host);  // [n, dim]
+  draft_vocab_ = n;
 }
 
 std::unique_ptr<ModelState> Mtp::new_state(const StateOptions& opt) {
@@ -114,13 +131,14 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
                                     up_.slice_rows(0, r));
       }
     }
-    return blocks::output_head(b_, head_, m.rms_eps, ws_, in, x, m.n_vocab, opt);
+    return blocks::output_head(b_, draft_head_, m.rms_eps, ws_, in, x, draft_vocab_, opt);  // logits [.., draft_vocab_]
   };
   // A repeated head step (the draft chain's one-row steps, catch-up rows of one length)
   // replays as a recorded graph; hidden_prev's address is baked into it (a MoE head too: its
   // matmul_id reads the routed ids on the device).
   const int64_t hkey[2] = {reinterpret_cast<int64_t>(hidden_prev.data), static_cast<int64_t>(hidden_prev.stride)};
   const ForwardOutputs out = st->use_graphs() ? st->graphs.run(b_, ws_, in, opt, ops, hkey) : ops();
+  ran_ = true;
   st->last_pos0 = in.segments[0].pos0;
   st->last_n = n;
   st->pos = st->last_pos0 + n;

@@ -20,6 +20,12 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 
 bool WeightLoader::has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
+const void* WeightLoader::host(const std::string& name) const {
+  const gguf::TensorInfo* t = file_.find_tensor(name);
+  if (!t) throw Error("missing required tensor '" + name + "'");
+  return file_.tensor_data(*t);
+}
+
 Tensor WeightLoader::get(const std::string& name, int64_t cols, int64_t rows) {
   return get_dims(name, rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows}, cols, rows);
 }

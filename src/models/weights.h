@@ -23,6 +23,8 @@ class WeightLoader {
   // of n * rows rows: matrix e is rows [e * rows, (e + 1) * rows).
   Tensor get_stack(const std::string& name, int64_t cols, int64_t rows, int64_t n);
   bool has(const std::string& name) const;
+  // The file's bytes of tensor `name` (what get() gave the backend); throws if it is missing.
+  const void* host(const std::string& name) const;
   uint64_t bytes_loaded() const { return bytes_; }
 
  private:

@@ -239,12 +239,13 @@ Token MtpGenerator::pick(const ForwardOutputs& o, int64_t row, std::vector<Sampl
     b_.download(best_.slice_rows(0, 1), &t, sizeof(t));
     return t;
   }
-  std::vector<float> logits(static_cast<size_t>(n_vocab_));
+  // o.logits.cols: n_vocab (the trunk's) or the head's drafting vocabulary (ids [0, cols))
+  std::vector<float> logits(static_cast<size_t>(o.logits.cols));
   const Tensor r = o.logits.slice_rows(row, 1);
   b_.download(r, logits.data(), r.nbytes());
   std::vector<Sampler::Prob> local;
   std::vector<Sampler::Prob>& d = dist ? *dist : local;
-  sampler_.distribution(logits.data(), n_vocab_, d);
+  sampler_.distribution(logits.data(), o.logits.cols, d);
   return sampler_.draw(d);
 }
 

@@ -460,6 +460,55 @@ TEST(CudaSpecGenerate, RandomHeadGreedyIdenticalAtEveryDepthWithOracle) {
   }
 }
 
+// A trimmed drafting vocabulary (EngineOptions::draft_vocab: the head's output projection's first
+// rows packed as a weight of their own): the output stays plain decoding's at every depth, the
+// drafts (ids below the trim) are still accepted, and the head's logits are close to the whole
+// head's first columns (another matrix, so another split of its rows over warps: not the bits).
+TEST(CudaSpecGenerate, DraftVocabularyKeepsTheOutput) {
+  DF_REQUIRE_GPU();
+  auto e = load_cuda(source_file("models/default.gguf"));
+  const int64_t V = e->info().n_vocab, n_trim = V / 2;
+  auto t = load_cuda(source_file("models/default.gguf"), 512, [&](EngineOptions& eo) { eo.draft_vocab = n_trim; });
+  ASSERT_EQ(t->model().mtp()->draft_vocab(), n_trim);
+  const std::vector<Token> prompt = e->tokenizer().encode(heldout_slice(1, 240), false);
+  const auto ref = plain(*e, prompt, greedy(67));
+  int64_t drafted = 0, accepted = 0;
+  for (int depth : {1, 3, 7}) {
+    spec::SpecStats st;
+    EXPECT_EQ(speculative(*t, prompt, greedy(67), fixed_depth(depth), &st), ref) << "depth " << depth;
+    drafted += st.drafted;
+    accepted += st.accepted;
+  }
+  EXPECT_GT(accepted, 0) << "of " << drafted << " drafts";
+  // the head's logits of one row: trimmed vs the first n_trim of the whole head's
+  Backend& b = t->backend();
+  StateOptions so;
+  so.n_ctx = 8;
+  so.max_chunk = 1;
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  const Tensor hp = alloc_tensor(b, GgmlType::F32, e->info().n_embd, 1, bufs);
+  const Tensor hp_full = alloc_tensor(e->backend(), GgmlType::F32, e->info().n_embd, 1, bufs);
+  std::vector<float> h(static_cast<size_t>(e->info().n_embd));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = std::cos(0.11f * static_cast<float>(i));
+  b.upload(hp, h.data(), h.size() * sizeof(float));
+  e->backend().upload(hp_full, h.data(), h.size() * sizeof(float));
+  auto sf = e->model().mtp()->new_state(so);
+  auto st = t->model().mtp()->new_state(so);
+  const Token tok = prompt[3];
+  const ForwardOutputs of = e->model().mtp()->forward(*sf, Batch::sequence(&tok, 1, 0, false), hp_full);
+  const ForwardOutputs ot = t->model().mtp()->forward(*st, Batch::sequence(&tok, 1, 0, false), hp);
+  ASSERT_EQ(ot.logits.cols, n_trim);
+  std::vector<float> lf(static_cast<size_t>(V)), lt(static_cast<size_t>(n_trim));
+  e->backend().download(of.logits, lf.data(), lf.size() * sizeof(float));
+  b.download(ot.logits, lt.data(), lt.size() * sizeof(float));
+  double err = 0, ref2 = 0;
+  for (int64_t i = 0; i < n_trim; ++i) {
+    err += (lt[static_cast<size_t>(i)] - lf[static_cast<size_t>(i)]) * (lt[static_cast<size_t>(i)] - lf[static_cast<size_t>(i)]);
+    ref2 += lf[static_cast<size_t>(i)] * lf[static_cast<size_t>(i)];
+  }
+  EXPECT_LT(err / ref2, 1e-10) << "trimmed head logits vs the whole head's first columns (nmse)";
+}
+
 // ---- CudaOptions::copy_batch (off by default until it has run here) ----
 
 void copy_batch_on(EngineOptions& eo) { eo.cuda_copy_batch = true; }

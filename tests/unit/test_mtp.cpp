@@ -3,11 +3,13 @@
 // and predicts x_{p+1}, the token after the one the trunk predicted at p-1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include "common/error.h"
 #include "diskformer/engine.h"
 #include "model_fixture.h"
 
@@ -116,6 +118,43 @@ TEST(Mtp, DefaultModelPredictsTheTokenAfterNext) {
   const double acc = static_cast<double>(hits) / total;
   std::printf("default model MTP top-1 (token after next) on held-out text: %.1f %% of %d\n", 100 * acc, total);
   EXPECT_GT(acc, 0.3);
+}
+
+// A trimmed drafting vocabulary (EngineOptions::draft_vocab, MtpHead::set_draft_vocab): the
+// head's logits are the whole vocabulary's first N columns, bit for bit (the same rows of the
+// same weight, the same kernels on the CPU), on the held-out text's positions.
+TEST(Mtp, DraftVocabularyIsThePrefixOfTheLogits) {
+  auto full = load(modeltest::default_model());
+  const int64_t V = full->info().n_vocab;
+  std::ifstream f(std::string(DF_SOURCE_DIR) + "/models/heldout.txt", std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::vector<Token> toks = full->tokenizer().encode(ss.str(), false);
+  toks.resize(96);
+  const auto ref = mtp_logits(*full, toks, 32);
+  for (const int64_t n : {V / 2, int64_t{300}}) {
+    EngineOptions eo;
+    eo.model_path = modeltest::default_model();
+    eo.device = "cpu";
+    eo.cpu.threads = 2;
+    eo.draft_vocab = n;
+    auto e = Engine::load(eo);
+    ASSERT_EQ(e->model().mtp()->draft_vocab(), n);
+    const auto lg = mtp_logits(*e, toks, 32);
+    ASSERT_EQ(lg.size(), toks.size() * static_cast<size_t>(n));
+    int differ = 0;
+    for (size_t p = 0; p < toks.size(); ++p)
+      differ += !std::equal(lg.begin() + static_cast<std::ptrdiff_t>(p * n), lg.begin() + static_cast<std::ptrdiff_t>((p + 1) * n),
+                            ref.begin() + static_cast<std::ptrdiff_t>(p * V));
+    EXPECT_EQ(differ, 0) << "positions whose " << n << " logits are not the full head's first " << n;
+  }
+  EngineOptions eo;
+  eo.model_path = modeltest::default_model();
+  eo.device = "cpu";
+  eo.draft_vocab = V + 5;  // past the vocabulary: all of it
+  EXPECT_EQ(Engine::load(eo)->model().mtp()->draft_vocab(), V);
+  eo.draft_vocab = -1;
+  EXPECT_THROW(Engine::load(eo), Error);
 }
 
 // A head forward's rows before its first output row only fill its KV cache (they skip the

@@ -224,6 +224,9 @@ class CudaBackend final : public Backend {
   bool prefault_weights() const override;
   Tensor weight(GgmlType type, int64_t cols, int64_t rows, const void* host) override;
   Tensor weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) override;
+  Tensor weight_rows(const Tensor& W, int64_t rows, const void* host) override {  // packed anew
+    return weight(W.type, W.cols, rows, host);
+  }
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override;
