@@ -459,7 +459,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // >= 16 warps per SM: Q6_K w
   // launch) the first half of the barrier that lets the cluster's blocks write into each
   // other's shared memory (every block of the cluster has started).
   const int xq_rb = static_cast<int>(xq_row_bytes(v.cols));
-  auto xq_at = [&] { return reinterpret_cast<uint8_t*>(smem4) + (f.norm_w || f.stage_x ? 4 * N * stride : 0); };
+  // (x rounded once for the launch, f.xq_global: no f32 copy, the int8 x alone; launch_mv)
+  auto xq_at = [&] {
+    return reinterpret_cast<uint8_t*>(smem4) + ((f.norm_w || f.stage_x) && !f.xq_global ? 4 * N * stride : 0);
+  };
   if constexpr (kSmem && A::kInt8X) {
     if (f.norm_w && !f.xq_global) stage_norm_w(reinterpret_cast<float*>(xq_at() + N * xq_rb), f.norm_w, static_cast<int>(v.cols));
     if (f.cluster > 1) cluster_arrive_relaxed();

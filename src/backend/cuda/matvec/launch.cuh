@@ -151,7 +151,10 @@ void launch_mv(const PlanarView& v, const float* x, float* y, cudaStream_t s, bo
       MvFuse g = f;
       g.stage_x = false;
       g.xq_global = f.xq_buf;
-      launch_persistent<A, N, RW, U, true, D, kTrace>(v, x, y, smem, s, g);
+      // Shared memory: the int8 x alone (mv_kernel's xq_at), not the f32 copy and norm weights
+      // of a norm prologue, which the pre-round did: at 4+ rows of 5120 columns those took
+      // 135 KiB and left one block per SM (the 27B's 4-row verify, stop 40).
+      launch_persistent<A, N, RW, U, true, D, kTrace>(v, x, y, xq_bytes(N, v.cols, false), s, g);
       return;
     }
     // x staged by cp.async (f.stage_x asked for): where the f32 copy beside the int8 x leaves
