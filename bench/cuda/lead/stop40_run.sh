@@ -9,6 +9,8 @@
 #   PART=ab (pack also DFBIN2's binary as diskformer_old): df_cuda_tests, the 27B MTP at fixed depth 3 (--draft-accept 0.8),
 #     old / new twice, adaptive and fixed with --draft-vocab 32768 on new, then the stop-38 base set on new
 #     (each bench skipped past BASE_BUDGET s).
+#   PART=old27 (CARRY=.devcarry/lf40a, main's binaries): the 27B MTP at fixed depth 3 twice and adaptive, right after
+#     PART=ab on the same warm machine.
 #   PART=check: df_cuda_tests --gtest_filter=$FILTER only (TESTS_TIMEOUT, default 150 s).
 set -uo pipefail
 source bench/cuda/lead/lib.sh
@@ -24,8 +26,8 @@ if [ "${PART:-verify27}" = ab ]; then  # tests, then old (DFBIN2) / new alternat
   HP="--spec-prompt models/heldout.txt"
   F3="--spec mtp --draft-max 3 --draft-accept 0.8"
   wait $MK27; grep make $OUT/make.txt
-  for rep in 1 2; do
-    DFBIN=$D/diskformer_old bench q27_mtp3_old_$rep /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3 --draft-fixed
+  for rep in $(seq 1 ${REPS:-2}); do
+    [ -x $D/diskformer_old ] && DFBIN=$D/diskformer_old bench q27_mtp3_old_$rep /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3 --draft-fixed
     bench q27_mtp3_new_$rep /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3 --draft-fixed
   done
   bench q27_mtp_new /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3
@@ -44,6 +46,21 @@ for f in sorted(glob.glob(os.environ['OUT']+'/b_q27_mtp*.json')):
   bench default_mtp models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 $HP
   bench default_mtp3 models/default.gguf -p 64 -n 256 -r 2 --spec mtp --draft-max 3 --draft-fixed $HP
   bench q27 /tmp/q35_27b_q4_0.gguf -p 512 -n 64 -r 1
+  lead_collect
+  exit 0
+fi
+if [ "${PART:-verify27}" = old27 ]; then  # another pack's diskformer (main's) on the 27B, right after PART=ab (warm machine)
+  ( mk /tmp/q35_27b_q4_0.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random )
+  BUDGET=9999
+  F3="--spec mtp --draft-max 3 --draft-accept 0.8"
+  for rep in 1 2; do bench q27_mtp3_old_$rep /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3 --draft-fixed; done
+  bench q27_mtp_old /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3
+  python3 -c "
+import json,glob,os
+for f in sorted(glob.glob(os.environ['OUT']+'/b_q27_mtp*.json')):
+  d=json.load(open(f)); s=d.get('spec',{})
+  print(os.path.basename(f), 'verify ms', [round(x*1e3,3) for x in s.get('cost_verify_seconds',[])], 'head', round(s.get('cost_head_seconds',0)*1e3,3), 'catchup', round(s.get('cost_head_catchup_seconds',0)*1e3,3), s.get('cycles_at'))
+"
   lead_collect
   exit 0
 fi
