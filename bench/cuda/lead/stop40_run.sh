@@ -26,6 +26,7 @@ if [ "${PART:-verify27}" = ab ]; then  # tests, then old (DFBIN2) / new alternat
   HP="--spec-prompt models/heldout.txt"
   F3="--spec mtp --draft-max 3 --draft-accept 0.8"
   wait $MK27; grep make $OUT/make.txt
+  BUDGET=${Q27_BUDGET:-9999}
   for rep in $(seq 1 ${REPS:-2}); do
     [ -x $D/diskformer_old ] && DFBIN=$D/diskformer_old bench q27_mtp3_old_$rep /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3 --draft-fixed
     bench q27_mtp3_new_$rep /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3 --draft-fixed
