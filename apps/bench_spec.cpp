@@ -84,6 +84,7 @@ nlohmann::json bench_spec(Engine& engine, const std::vector<Token>& prompt, int6
   j["draft_fixed"] = so.draft_fixed;
   j["draft_accept"] = draft_accept;
   j["draft_vocab"] = engine.model().mtp() ? engine.model().mtp()->draft_vocab() : 0;  // the head's logits' ids
+  j["draft_context"] = engine.model().mtp() ? engine.model().mtp()->draft_slots() : 0;  // ... and context slots
   j["identical_to_plain"] = identical;
   // Start-up: the cost table is measured once per engine, by the warm-up round's generator;
   // the timed rounds reuse it. Neither tok/s figure includes it (nor the prefill).

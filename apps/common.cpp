@@ -25,6 +25,12 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                  "first N rows: a draft step reads that share of it; BPE vocabularies number common tokens "
                  "first). The output is the model's whatever N is; fewer drafts may be accepted. 0: all (default)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--draft-context", f.draft_context,
+                 "speculative decoding, with --draft-vocab N: the MTP head also drafts the tokens with ids >= N "
+                 "that the context holds (prompt and generated tokens; code repeats its names), kept in this many "
+                 "slots (first met first kept, the oldest replaced when all are taken): a draft step reads N + "
+                 "this many rows of the output projection. The output is the model's whatever it is. 0: off (default)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--device", f.device, "compute device: cpu, cuda, or auto (CUDA when built in and a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("-t,--threads", f.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
@@ -215,6 +221,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.model_path = resolve_model_path(f.model, f.store);
   if (!f.mtp_head.empty()) o.mtp_head_path = store::resolve_model(f.mtp_head, f.store);
   o.draft_vocab = f.draft_vocab;
+  o.draft_context = f.draft_context;
   o.device = f.device;
   o.cpu.threads = f.threads;
   o.cpu.isa = f.isa;

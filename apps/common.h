@@ -15,6 +15,7 @@ struct ModelFlags {
   std::string store;           // --store
   std::string mtp_head;        // --mtp-head: a GGUF file or stored model name holding the MTP head
   int64_t draft_vocab = 0;     // --draft-vocab: the MTP head drafts from token ids [0, N) (0: all)
+  int64_t draft_context = 0;   // --draft-context: and from the context's tokens past N, in this many slots
   std::string device = "auto";  // --device cpu | cuda | auto
   int threads = 0;             // -t (CPU backend)
   int64_t ctx = 4096;          // -c

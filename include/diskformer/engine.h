@@ -36,6 +36,9 @@ struct EngineOptions {
   // step reads that share of the output projection; the output is the trunk's whatever it is).
   // 0: the whole vocabulary.
   int64_t draft_vocab = 0;
+  // With draft_vocab: the head also scores the tokens with ids >= draft_vocab that the context
+  // holds (prompt and generated tokens), in this many slots (0: none; models/draft_vocab.h).
+  int64_t draft_context = 0;
   std::string device = "auto";  // cpu | cuda | auto (make_backend)
   CpuBackendOptions cpu;        // CPU backend only: threads, isa, repack, expert stats
   int64_t n_ctx = 4096;        // positions a session holds (capped by nothing; memory is the limit)

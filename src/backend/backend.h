@@ -188,6 +188,19 @@ class Backend {
     (void)host;
     return W.slice_rows(0, rows);
   }
+  // A weight of `rows` rows of W's type and width whose rows are set one at a time by
+  // weight_set_row (an MTP head's drafting slots: output-projection rows of the tokens met in
+  // the context); each row starts as `host_row` (one row of W's bytes as the file has them).
+  // The default: dense memory of `b` (owned by `owner`) with the file's row bytes, which a
+  // backend reading weights as the file has them (CPU: its planar kernels) multiplies in place;
+  // a backend that repacks weights packs them (CUDA).
+  virtual Tensor weight_slots(const Tensor& W, int64_t rows, const void* host_row,
+                              std::vector<std::shared_ptr<Buffer>>& owner);
+  // Row `row` of a weight made by weight_slots becomes host_row (the file's bytes of one row).
+  // In stream order (queued after the work before it); not inside a graph capture.
+  virtual void weight_set_row(const Tensor& S, int64_t row, const void* host_row) {
+    upload(S.slice_rows(row, 1), host_row, S.stride);
+  }
   virtual void upload(const Tensor& dst, const void* src, size_t bytes) = 0;
   virtual void download(const Tensor& src, void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
@@ -253,6 +266,9 @@ class Backend {
   // out[r] = index of the largest of logits[r] (lowest index on ties)  (logits [n, V] f32,
   // out [n, 1] i32): greedy decoding without downloading the logits.
   virtual void argmax(const Tensor& logits, const Tensor& out) = 0;
+  // out[r] = ids[argmax(logits[r])] (ids [V, 1] i32: a logits column's token id; the lowest
+  // column on ties): an MTP head's drafts over its slots, on the device.
+  virtual void argmax_ids(const Tensor& logits, const Tensor& ids, const Tensor& out) = 0;
   // out = silu(gate) * up  (all [n, k])
   virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   // x += y  (both [n, k])

@@ -210,8 +210,16 @@ class MtpHead {
   // prefix keeps the common tokens; a token past it is never drafted (the verify still emits it:
   // the output stays the trunk's). n <= 0 or >= n_vocab: the whole vocabulary. Once per head
   // (df::Error for a second, different n). Not inside a graph capture.
-  virtual void set_draft_vocab(int64_t n) = 0;
-  virtual int64_t draft_vocab() const = 0;  // the logits' columns (n_vocab unless trimmed)
+  // context_slots > 0 (with n < n_vocab): the logits also have that many columns for tokens with
+  // ids >= n met in the head's input (prompts and generated tokens: code repeats its names),
+  // first met first kept, the oldest replaced when every slot is taken (models/draft_vocab.h).
+  // draft_id maps a column to its token id, draft_ids on the device (argmax_ids).
+  virtual void set_draft_vocab(int64_t n, int64_t context_slots = 0) = 0;
+  virtual int64_t draft_vocab() const = 0;         // the prefix n (n_vocab unless trimmed)
+  virtual int64_t draft_slots() const = 0;         // the context slots (0: none)
+  virtual int64_t draft_columns_used() const = 0;  // the logits' columns that hold a token now
+  virtual int32_t draft_id(int64_t column) const = 0;
+  virtual const Tensor& draft_ids() const = 0;     // [columns, 1] i32; empty without slots (column = id)
 };
 
 // Reads general.architecture and builds the model on the backend (throws df::Error for an

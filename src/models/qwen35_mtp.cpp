@@ -29,7 +29,7 @@ class MtpState final : public KvState {
 }  // namespace
 
 Mtp::Mtp(const gguf::File& f, Backend& b, const Hparams& hp, const Tensor& tok_embd, const blocks::OutputHead& trunk)
-    : b_(b), hp_(hp), ws_(b) {
+    : b_(b), hp_(hp), vocab_(b), ws_(b) {
   const ModelInfo& m = hp.info;
   const int64_t l = m.n_layer, dim = m.n_embd;
   const std::string p = "blk." + std::to_string(l) + ".";
@@ -46,21 +46,17 @@ Mtp::Mtp(const gguf::File& f, Backend& b, const Hparams& hp, const Tensor& tok_e
     head_.out = w.get(p + "nextn.shared_head_head.weight", dim, m.n_vocab);
     head_.out_host = w.host(p + "nextn.shared_head_head.weight");
   }
-  draft_head_ = head_;
-  draft_vocab_ = m.n_vocab;
+  vocab_.reset(head_, m.n_vocab);
   bytes_ = w.bytes_loaded();
   shape_ = blocks::attn_shape(m, hp.sections);
 }
 
-void Mtp::set_draft_vocab(int64_t n) {
+void Mtp::set_draft_vocab(int64_t n, int64_t context_slots) {
   const int64_t n_vocab = hp_.info.n_vocab;
   if (n <= 0 || n > n_vocab) n = n_vocab;
-  if (n == draft_vocab_) return;
+  if (n == vocab_.prefix() && (n == n_vocab || context_slots == vocab_.slots())) return;
   if (ran_) throw Error("mtp: the drafting vocabulary is set before the head's first forward");
-  if (draft_vocab_ != n_vocab) throw Error("mtp: the drafting vocabulary is set once per model");
-  if (!head_.out_host) throw Error("mtp: the output projection's bytes are unknown");
-  draft_head_.out = b_.weight_rows(head_.out, n, head_.out_host);  // [n, dim]
-  draft_vocab_ = n;
+  vocab_.set(n, context_slots);
 }
 
 std::unique_ptr<ModelState> Mtp::new_state(const StateOptions& opt) {
@@ -131,8 +127,25 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
                                     up_.slice_rows(0, r));
       }
     }
-    return blocks::output_head(b_, draft_head_, m.rms_eps, ws_, in, x, draft_vocab_, opt);  // logits [.., draft_vocab_]
+    if (vocab_.slots() == 0)
+      return blocks::output_head(b_, vocab_.head(), m.rms_eps, ws_, in, x, vocab_.prefix(), opt);  // logits [.., prefix]
+    ForwardOptions ho = opt;  // the drafting vocabulary's prefix and slots: logits [.., columns]
+    ho.logits = false;
+    ForwardOutputs o = blocks::output_head(b_, vocab_.head(), m.rms_eps, ws_, in, x, vocab_.prefix(), ho);
+    if (opt.logits && !o.rows.empty()) {
+      const int64_t first = opt.logits_last ? o.hidden.rows - 1 : 0;
+      o.logits = ws_.logits(o.hidden.rows - first, vocab_.columns());
+      vocab_.logits(o.hidden.slice_rows(first, o.hidden.rows - first), o.logits);
+    }
+    return o;
   };
+  // The drafting vocabulary's slots take the tokens of the rows whose ids the host has (not the
+  // device drafts: ids_from), before the step (its rows are uploaded; a graph only replays).
+  if (vocab_.slots() > 0) {
+    const int64_t d0 = opt.ids_from.empty() ? n : opt.ids_row0, d1 = opt.ids_from.empty() ? n : d0 + opt.ids_from.rows;
+    vocab_.note(batch.token.data(), d0);
+    if (d1 < n) vocab_.note(batch.token.data() + d1, n - d1);
+  }
   // A repeated head step (the draft chain's one-row steps, catch-up rows of one length)
   // replays as a recorded graph; hidden_prev's address is baked into it (a MoE head too: its
   // matmul_id reads the routed ids on the device).

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "models/blocks.h"
+#include "models/draft_vocab.h"
 #include "models/model.h"
 #include "models/qwen35_parts.h"
 
@@ -16,8 +17,12 @@ class Mtp final : public MtpHead {
   std::unique_ptr<ModelState> new_state(const StateOptions& opt) override;
   ForwardOutputs forward(ModelState& state, const Batch& batch, const Tensor& hidden_prev,
                          const ForwardOptions& opt) override;
-  void set_draft_vocab(int64_t n) override;
-  int64_t draft_vocab() const override { return draft_vocab_; }
+  void set_draft_vocab(int64_t n, int64_t context_slots) override;
+  int64_t draft_vocab() const override { return vocab_.prefix(); }
+  int64_t draft_slots() const override { return vocab_.slots(); }
+  int64_t draft_columns_used() const override { return vocab_.used(); }
+  int32_t draft_id(int64_t column) const override { return vocab_.id_of(column); }
+  const Tensor& draft_ids() const override { return vocab_.ids(); }
   uint64_t weight_bytes() const { return bytes_; }
 
  private:
@@ -28,9 +33,8 @@ class Mtp final : public MtpHead {
   Tensor enorm_, hnorm_;    // [dim] f32
   Tensor embed_;            // [n_vocab, dim] (the trunk's token_embd unless the layer has its own)
   blocks::OutputHead head_; // shared_head_norm / shared_head_head (or the trunk's)
-  blocks::OutputHead draft_head_;  // head_ with out's first draft_vocab_ rows (set_draft_vocab)
-  int64_t draft_vocab_ = 0;        // the logits' columns: n_vocab, or the trimmed vocabulary
-  bool ran_ = false;               // a forward has run (graphs may hold draft_head_)
+  DraftVocab vocab_;        // what a draft step scores (set_draft_vocab)
+  bool ran_ = false;        // a forward has run (graphs may hold the drafting vocabulary's weights)
   blocks::AttnShape shape_;
   uint64_t bytes_ = 0;
   blocks::Workspace ws_;    // its own: the trunk's outputs (hidden_prev) stay valid

@@ -87,7 +87,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   if (e->model_->info().n_vocab < e->tokenizer_->n_vocab())
     throw Error("the output head has fewer rows than the tokenizer has tokens");
   if (opt.draft_vocab < 0) throw Error("--draft-vocab must not be negative");
-  if (opt.draft_vocab > 0 && e->model_->mtp()) e->model_->mtp()->set_draft_vocab(opt.draft_vocab);
+  if (opt.draft_context < 0) throw Error("--draft-context must not be negative");
+  if (opt.draft_context > 0 && opt.draft_vocab == 0) throw Error("--draft-context needs --draft-vocab N (the prefix)");
+  if (opt.draft_vocab > 0 && e->model_->mtp()) e->model_->mtp()->set_draft_vocab(opt.draft_vocab, opt.draft_context);
   if (e->backend_->prefault_weights()) {
     if (e->head_file_) prefault(*e->head_file_, {});
     prefault(*e->file_, opt.on_progress);

@@ -232,20 +232,34 @@ void MtpGenerator::flush_pending() {
   stats_.head_seconds += now_seconds() - t0;
 }
 
-Token MtpGenerator::pick(const ForwardOutputs& o, int64_t row, std::vector<Sampler::Prob>* dist) {
+void MtpGenerator::head_argmax(const Tensor& logits, const Tensor& out) {
+  if (head_.draft_slots() > 0)
+    b_.argmax_ids(logits, head_.draft_ids(), out);  // columns -> token ids
+  else
+    b_.argmax(logits, out);
+}
+
+Token MtpGenerator::pick(const ForwardOutputs& o, int64_t row, std::vector<Sampler::Prob>* dist, bool head) {
   if (opt_.sampling.temperature <= 0.0f) {
-    b_.argmax(o.logits.slice_rows(row, 1), best_.slice_rows(0, 1));
+    if (head)
+      head_argmax(o.logits.slice_rows(row, 1), best_.slice_rows(0, 1));
+    else
+      b_.argmax(o.logits.slice_rows(row, 1), best_.slice_rows(0, 1));
     Token t = 0;
     b_.download(best_.slice_rows(0, 1), &t, sizeof(t));
     return t;
   }
-  // o.logits.cols: n_vocab (the trunk's) or the head's drafting vocabulary (ids [0, cols))
+  // o.logits.cols: n_vocab (the trunk's) or the head's drafting columns, of which the first
+  // draft_columns_used() hold tokens (ids: draft_id)
   std::vector<float> logits(static_cast<size_t>(o.logits.cols));
   const Tensor r = o.logits.slice_rows(row, 1);
   b_.download(r, logits.data(), r.nbytes());
   std::vector<Sampler::Prob> local;
   std::vector<Sampler::Prob>& d = dist ? *dist : local;
-  sampler_.distribution(logits.data(), o.logits.cols, d);
+  const bool slots = head && head_.draft_slots() > 0;
+  sampler_.distribution(logits.data(), slots ? head_.draft_columns_used() : o.logits.cols, d);
+  if (slots)
+    for (auto& e : d) e.id = head_.draft_id(e.id);
   return sampler_.draw(d);
 }
 
@@ -288,7 +302,7 @@ std::vector<Token> MtpGenerator::draft(Token x, int64_t P, int depth, size_t emi
       // step left it (the head reads hidden_prev before it writes its outputs: no copy)
       o = head_forward(&d.back(), 1, P + i, o.hidden, true);
     }
-    d.push_back(oracle_or(pick(o, 0, q ? &(*q)[static_cast<size_t>(i)] : nullptr), emitted + static_cast<size_t>(i)));
+    d.push_back(oracle_or(pick(o, 0, q ? &(*q)[static_cast<size_t>(i)] : nullptr, true), emitted + static_cast<size_t>(i)));
   }
   stats_.head_seconds += now_seconds() - t0;
   return d;
@@ -310,7 +324,7 @@ void MtpGenerator::draft_on_device(Token x, int64_t P, int depth, size_t emitted
       // chain: the head's own hidden state, read in place as above
       o = head_forward(&placeholder, 1, P + i, o.hidden, true, best_.slice_rows(i - 1, 1));
     }
-    b_.argmax(o.logits.slice_rows(0, 1), best_.slice_rows(i, 1));  // d_{i+1} -> best_ row i
+    head_argmax(o.logits.slice_rows(0, 1), best_.slice_rows(i, 1));  // d_{i+1} -> best_ row i
     oracle_on_device(i, emitted + static_cast<size_t>(i));
   }
   stats_.head_seconds += now_seconds() - t0;

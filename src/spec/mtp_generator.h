@@ -104,7 +104,10 @@ class MtpGenerator {
   ForwardOutputs head_forward(const Token* ids, int64_t n, int64_t pos0, const Tensor& hidden, bool output,
                               const Tensor& ids_from = {});
   // Output row `row` of o: its argmax on the device (greedy) or a draw (dist: the distribution).
-  Token pick(const ForwardOutputs& o, int64_t row, std::vector<Sampler::Prob>* dist);
+  // head: o is the head's (its drafting columns map to token ids), else the trunk's.
+  Token pick(const ForwardOutputs& o, int64_t row, std::vector<Sampler::Prob>* dist, bool head = false);
+  // out = the head's greedy drafts of its logits rows (token ids) on the device.
+  void head_argmax(const Tensor& logits, const Tensor& out);
   Token oracle_or(Token proposal, size_t emitted_index);
 
   Session& session_;

@@ -509,6 +509,72 @@ TEST(CudaSpecGenerate, DraftVocabularyKeepsTheOutput) {
   EXPECT_LT(err / ref2, 1e-10) << "trimmed head logits vs the whole head's first columns (nmse)";
 }
 
+// The drafting vocabulary's prefix and context slots (EngineOptions::draft_context; a few slots,
+// replaced as the text moves on: Backend::weight_set_row packs rows into the slots' weight, the
+// drafts' argmax maps columns to ids on the device): the output stays plain decoding's, drafts
+// are accepted, and each slot column is the whole head's logit of its token (another matrix:
+// close, not the bits).
+TEST(CudaSpecGenerate, DraftContextSlotsKeepTheOutput) {
+  DF_REQUIRE_GPU();
+  auto e = load_cuda(source_file("models/default.gguf"));
+  const int64_t V = e->info().n_vocab, N = 256, S = 24;
+  auto t = load_cuda(source_file("models/default.gguf"), 512, [&](EngineOptions& eo) {
+    eo.draft_vocab = N;
+    eo.draft_context = S;
+  });
+  MtpHead* th = t->model().mtp();
+  ASSERT_EQ(th->draft_slots(), S);
+  const std::vector<Token> prompt = e->tokenizer().encode(heldout_slice(2, 240), false);
+  const auto ref = plain(*e, prompt, greedy(67));
+  int64_t drafted = 0, accepted = 0;
+  for (int depth : {1, 3, 7}) {
+    spec::SpecStats st;
+    EXPECT_EQ(speculative(*t, prompt, greedy(67), fixed_depth(depth), &st), ref) << "depth " << depth;
+    drafted += st.drafted;
+    accepted += st.accepted;
+  }
+  EXPECT_GT(accepted, drafted / 4) << "of " << drafted << " drafts";
+  ASSERT_EQ(th->draft_columns_used(), N + S);
+  // one head row: every column vs the whole head's logit of its token
+  Backend& b = t->backend();
+  StateOptions so;
+  so.n_ctx = 8;
+  so.max_chunk = 1;
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  const Tensor hp = alloc_tensor(b, GgmlType::F32, e->info().n_embd, 1, bufs);
+  const Tensor hp_full = alloc_tensor(e->backend(), GgmlType::F32, e->info().n_embd, 1, bufs);
+  std::vector<float> h(static_cast<size_t>(e->info().n_embd));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = std::cos(0.13f * static_cast<float>(i));
+  b.upload(hp, h.data(), h.size() * sizeof(float));
+  e->backend().upload(hp_full, h.data(), h.size() * sizeof(float));
+  auto sf = e->model().mtp()->new_state(so);
+  auto st = th->new_state(so);
+  const Token tok = 5;  // below N: the slots stay as they are
+  const ForwardOutputs of = e->model().mtp()->forward(*sf, Batch::sequence(&tok, 1, 0, false), hp_full);
+  const ForwardOutputs ot = th->forward(*st, Batch::sequence(&tok, 1, 0, false), hp);
+  ASSERT_EQ(ot.logits.cols, N + S);
+  std::vector<float> lf(static_cast<size_t>(V)), lt(static_cast<size_t>(N + S));
+  e->backend().download(of.logits, lf.data(), lf.size() * sizeof(float));
+  b.download(ot.logits, lt.data(), lt.size() * sizeof(float));
+  double err = 0, ref2 = 0;
+  for (int64_t c = 0; c < N + S; ++c) {
+    const float want = lf[static_cast<size_t>(th->draft_id(c))], got = lt[static_cast<size_t>(c)];
+    err += (got - want) * (got - want);
+    ref2 += want * want;
+  }
+  EXPECT_LT(err / ref2, 1e-10) << "the drafting columns vs the whole head's logits of their tokens (nmse)";
+  // the device argmax over the columns is the token with the best of those logits
+  std::vector<std::shared_ptr<Buffer>> ib;
+  const Tensor best = alloc_tensor(b, GgmlType::I32, 1, 1, ib);
+  b.argmax_ids(ot.logits, th->draft_ids(), best);
+  int32_t got_id = -1;
+  b.download(best, &got_id, sizeof(got_id));
+  int64_t bc = 0;
+  for (int64_t c = 1; c < N + S; ++c)
+    if (lt[static_cast<size_t>(c)] > lt[static_cast<size_t>(bc)]) bc = c;
+  EXPECT_EQ(got_id, th->draft_id(bc));
+}
+
 // ---- CudaOptions::copy_batch (off by default until it has run here) ----
 
 void copy_batch_on(EngineOptions& eo) { eo.cuda_copy_batch = true; }

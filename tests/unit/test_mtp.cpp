@@ -157,6 +157,79 @@ TEST(Mtp, DraftVocabularyIsThePrefixOfTheLogits) {
   EXPECT_THROW(Engine::load(eo), Error);
 }
 
+// Context slots of the drafting vocabulary (EngineOptions::draft_context, models/draft_vocab.h):
+// columns [N, N + S) score the tokens with ids >= N met in the head's input, first met first kept,
+// the oldest replaced when all S are taken; a column not yet taken scores token 0. On the CPU
+// every column is the whole head's logit of its token, bit for bit (the same row bytes, the same
+// planar kernels).
+TEST(Mtp, DraftContextSlotsScoreTheContextsTokens) {
+  auto full = load(modeltest::default_model());
+  const int64_t V = full->info().n_vocab, N = 300;
+  std::ifstream f(std::string(DF_SOURCE_DIR) + "/models/heldout.txt", std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::vector<Token> toks = full->tokenizer().encode(ss.str(), false);
+  toks.resize(96);
+  // One row a forward for both (a multi-row call of the whole head runs the CPU's batched kernels:
+  // other bits than the slots' one-row products).
+  const auto ref = mtp_logits(*full, toks, 1);
+  // The policy, in the order the head meets the tokens (rows in order).
+  auto expected_slots = [&](int64_t S, int64_t upto) {
+    std::vector<Token> held;
+    size_t oldest = 0;
+    for (int64_t i = 0; i < upto; ++i) {
+      const Token t = toks[static_cast<size_t>(i)];
+      if (t < N || std::find(held.begin(), held.end(), t) != held.end()) continue;
+      if (static_cast<int64_t>(held.size()) < S) {
+        held.push_back(t);
+      } else {
+        held[oldest] = t;
+        oldest = (oldest + 1) % static_cast<size_t>(S);
+      }
+    }
+    return held;
+  };
+  for (const int64_t S : {int64_t{512}, int64_t{5}}) {
+    EngineOptions eo;
+    eo.model_path = modeltest::default_model();
+    eo.device = "cpu";
+    eo.cpu.threads = 2;
+    eo.draft_vocab = N;
+    eo.draft_context = S;
+    auto e = Engine::load(eo);
+    MtpHead* h = e->model().mtp();
+    ASSERT_EQ(h->draft_vocab(), N);
+    ASSERT_EQ(h->draft_slots(), S);
+    const auto lg = mtp_logits(*e, toks, 1);
+    const int64_t C = N + S;
+    ASSERT_EQ(lg.size(), toks.size() * static_cast<size_t>(C));
+    const std::vector<Token> held = expected_slots(S, static_cast<int64_t>(toks.size()));
+    ASSERT_EQ(h->draft_columns_used(), N + static_cast<int64_t>(held.size()));
+    for (int64_t c = 0; c < static_cast<int64_t>(held.size()); ++c) EXPECT_EQ(h->draft_id(N + c), held[static_cast<size_t>(c)]);
+    EXPECT_EQ(h->draft_id(7), 7);
+    // Every row: prefix columns = the whole head's first N; slot columns score the tokens the
+    // slots held at that row (its own token noted first), untaken columns token 0.
+    int differ = 0, slot_differ = 0;
+    for (size_t p = 0; p < toks.size(); ++p) {
+      const float* row = lg.data() + p * static_cast<size_t>(C);
+      const float* rr = ref.data() + p * static_cast<size_t>(V);
+      differ += !std::equal(row, row + N, rr);
+      const std::vector<Token> at = expected_slots(S, static_cast<int64_t>(p) + 1);
+      for (int64_t c = N; c < C; ++c) {
+        const auto k = static_cast<size_t>(c - N);
+        slot_differ += row[c] != rr[k < at.size() ? at[k] : 0];
+      }
+    }
+    EXPECT_EQ(differ, 0) << "positions whose prefix columns are not the full head's (S " << S << ")";
+    EXPECT_EQ(slot_differ, 0) << "slot columns that are not their token's logit (S " << S << ")";
+  }
+  EngineOptions eo;
+  eo.model_path = modeltest::default_model();
+  eo.device = "cpu";
+  eo.draft_context = 8;  // slots without a prefix: an error
+  EXPECT_THROW(Engine::load(eo), Error);
+}
+
 // A head forward's rows before its first output row only fill its KV cache (they skip the
 // query, attention output, FFN and logits; Mtp::forward): the output row's logits and hidden
 // state, and a later row's (which attends to the skipped rows' K and V), keep the bits of a

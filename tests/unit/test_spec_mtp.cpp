@@ -105,6 +105,36 @@ TEST(SpecMtp, DefaultModelGreedyIdenticalAtEveryDepth) {
       << accepted << " of " << drafted << " drafts accepted";
 }
 
+// The drafting vocabulary's prefix and context slots (a few, so that they are replaced as the
+// text moves on): the output stays plain decoding's, and drafts are still accepted.
+TEST(SpecMtp, DraftContextSlotsKeepTheOutput) {
+  auto e = load(modeltest::default_model());
+  EngineOptions eo;
+  eo.model_path = modeltest::default_model();
+  eo.device = "cpu";
+  eo.cpu.threads = 2;
+  eo.n_ctx = 512;
+  eo.prefill_chunk = 64;
+  eo.draft_vocab = 256;
+  eo.draft_context = 24;
+  auto t = Engine::load(eo);
+  const auto ps = prompts(*e, 2, 240);
+  int64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const int64_t n = 41 + 6 * static_cast<int64_t>(i);
+    const auto ref = plain(*e, ps[i], greedy(n));
+    for (int depth : {1, 3, 7}) {
+      spec::SpecStats st;
+      EXPECT_EQ(speculative(*t, ps[i], greedy(n), spec_opts(depth, true), &st), ref) << "prompt " << i << " depth " << depth;
+      drafted += st.drafted;
+      accepted += st.accepted;
+    }
+    EXPECT_EQ(speculative(*t, ps[i], greedy(n), spec_opts(3, false)), ref) << "adaptive, prompt " << i;
+  }
+  EXPECT_EQ(t->model().mtp()->draft_columns_used(), 256 + 24);  // every slot taken
+  EXPECT_GT(static_cast<double>(accepted), 0.25 * static_cast<double>(drafted)) << accepted << " of " << drafted;
+}
+
 TEST(SpecMtp, RandomHeadGreedyIdenticalManyPromptsAndLengths) {
   auto e = load(modeltest::make_model("spec_qwen35_mtp", std::string(modeltest::kQwen35Args) + " --mtp-layers 1"));
   ASSERT_NE(e->model().mtp(), nullptr);
@@ -194,8 +224,7 @@ TEST(SpecMtp, SecondTurnReusesTheSessionAndStaysIdentical) {
 // tokens at generated positions 1..3 (where drafts are accepted or rejected) over many draws
 // match plain sampling's within sampling noise. A scheme that kept drafts without the
 // min(1, p/q) test, or sampled the rejection from p instead of the residual, shifts them.
-TEST(SpecMtp, SamplingMatchesPlainDistribution) {
-  auto e = load(modeltest::default_model());
+void expect_sampling_matches_plain(Engine* e) {
   const std::vector<std::vector<Token>> ps = {e->tokenizer().encode("import os\nimport ", false)};
   GenerateOptions g;
   g.sampling.temperature = 0.7f;
@@ -233,6 +262,22 @@ TEST(SpecMtp, SamplingMatchesPlainDistribution) {
     // top-k 4 leaves (and their prefixes) is about 0.03-0.06; a biased scheme moves it by more.
     EXPECT_LT(tv, 0.12) << "generated position " << k;
   }
+}
+
+TEST(SpecMtp, SamplingMatchesPlainDistribution) { expect_sampling_matches_plain(load(modeltest::default_model()).get()); }
+
+// The same with the drafting vocabulary's prefix and context slots: the drafts' distribution q
+// covers the columns in use, mapped to their token ids.
+TEST(SpecMtp, SamplingWithDraftContextSlotsMatchesPlainDistribution) {
+  EngineOptions eo;
+  eo.model_path = modeltest::default_model();
+  eo.device = "cpu";
+  eo.cpu.threads = 2;
+  eo.n_ctx = 512;
+  eo.prefill_chunk = 64;
+  eo.draft_vocab = 256;
+  eo.draft_context = 16;
+  expect_sampling_matches_plain(Engine::load(eo).get());
 }
 
 }  // namespace

@@ -392,6 +392,15 @@ void CpuBackend::argmax(const Tensor& logits, const Tensor& out) {
   }
 }
 
+void CpuBackend::argmax_ids(const Tensor& logits, const Tensor& ids, const Tensor& out) {
+  check(ids.type == GgmlType::I32 && ids.cols == 1 && ids.rows == logits.cols, "argmax_ids shapes");
+  argmax(logits, out);
+  for (int64_t r = 0; r < out.rows; ++r) {
+    auto* o = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(out.data) + out.stride * static_cast<size_t>(r));
+    o[0] = *reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(ids.data) + ids.stride * static_cast<size_t>(o[0]));
+  }
+}
+
 void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   check(gate.cols == up.cols && out.cols == gate.cols && gate.rows == up.rows && out.rows == gate.rows,
         "swiglu shapes");

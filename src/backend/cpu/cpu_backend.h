@@ -115,6 +115,7 @@ class CpuBackend final : public Backend {
   void attention(const Tensor& q, const KvCache& cache, const Tensor& pos, const AttentionParams& p,
                  const Tensor& out) override;
   void argmax(const Tensor& logits, const Tensor& out) override;
+  void argmax_ids(const Tensor& logits, const Tensor& ids, const Tensor& out) override;
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& src, const Tensor& dst) override;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "backend/cuda/ops/flash_prefill.cuh"
 #include "backend/cuda/gemm/gemm.cuh"
 #include "backend/cuda/matvec/matvec.cuh"
+#include "backend/cuda/matvec/pack_row.cuh"
 #include "backend/cuda/ops/get_rows.cuh"
 #include "backend/cuda/ops/kv_store.cuh"
 #include "backend/cuda/ops/l2_norm.cuh"
@@ -190,6 +192,32 @@ bool CudaBackend::experts_from_file() const {
   }
   if (avail == 0) return false;
   return files + std::max<uint64_t>(4ull << 30, total / 10) > avail;
+}
+
+Tensor CudaBackend::weight_slots(const Tensor& W, int64_t rows, const void* host_row,
+                                 std::vector<std::shared_ptr<Buffer>>& owner) {
+  (void)owner;  // weight memory, kept for the backend's lifetime like every weight
+  const size_t rb = row_bytes(W.type, W.cols);
+  std::vector<uint8_t> host(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(host.data() + rb * static_cast<size_t>(r), host_row, rb);
+  return weight(W.type, W.cols, rows, host.data());  // copies or packs the bytes now (F32: its dense form)
+}
+
+void CudaBackend::weight_set_row(const Tensor& S, int64_t row, const void* host_row) {
+  check(!ctx_->capturing(), "weight_set_row while a graph is captured");
+  check(row >= 0 && row < S.rows, "weight_set_row: the row is outside the weight");
+  ctx_->make_current();
+  if (S.type == GgmlType::F32) {  // dense as in the file (weight())
+    cuda_check(cudaMemcpyAsync(static_cast<uint8_t*>(S.data) + S.stride * static_cast<size_t>(row), host_row, S.stride,
+                               cudaMemcpyHostToDevice, ctx_->stream()),
+               "weight_set_row");
+    cuda_check(cudaStreamSynchronize(ctx_->stream()), "weight_set_row");
+    return;
+  }
+  const auto it = weights_->by_data.find(S.data);
+  check(it != weights_->by_data.end() && it->second.rows == S.rows && it->second.cols == S.cols,
+        "weight_set_row: the weight was not made by weight_slots");
+  cudamv::pack_row(it->second, row, host_row, ctx_->stream());
 }
 
 Tensor CudaBackend::weight_stack(GgmlType type, int64_t cols, int64_t rows, int64_t n_expert, const void* host) {
@@ -463,20 +491,26 @@ void CudaBackend::attention(const Tensor& q, const KvCache& c, const Tensor& pos
                    scratch, fp(out), fstride(out), ctx_->stream(), counters, small_pdl_, attn_v1_, attn_wide_);
 }
 
-void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
+void CudaBackend::argmax(const Tensor& logits, const Tensor& out) { argmax_ids(logits, Tensor{}, out); }
+
+void CudaBackend::argmax_ids(const Tensor& logits, const Tensor& ids, const Tensor& out) {
   OpScope ps(prof_.get(), "argmax");
   check(is_f32(logits) && out.type == GgmlType::I32 && out.rows == logits.rows && out.stride == sizeof(int32_t),
         "argmax shapes");
+  check(ids.empty() || (ids.type == GgmlType::I32 && ids.rows == logits.cols && ids.stride == sizeof(int32_t)),
+        "argmax_ids: ids must be i32 [logits' columns, 1]");
+  const auto* map = static_cast<const int32_t*>(ids.data);
   ctx_->make_current();
   ++i32_epoch_;
   if (lean_) {
     void* part = ctx_->scratch(argmax_partial_bytes(logits.rows, logits.cols));
     int32_t* counters = ctx_->counters(static_cast<size_t>(argmax_counters(logits.rows)));
     launch_argmax_split(fp(logits), fstride(logits), logits.rows, logits.cols, static_cast<int32_t*>(out.data), part,
-                        counters, ctx_->stream(), small_pdl_);
+                        counters, ctx_->stream(), small_pdl_, map);
     return;
   }
-  launch_argmax(fp(logits), fstride(logits), logits.rows, logits.cols, static_cast<int32_t*>(out.data), ctx_->stream());
+  launch_argmax(fp(logits), fstride(logits), logits.rows, logits.cols, static_cast<int32_t*>(out.data), ctx_->stream(),
+                map);
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {

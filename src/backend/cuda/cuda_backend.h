@@ -227,6 +227,9 @@ class CudaBackend final : public Backend {
   Tensor weight_rows(const Tensor& W, int64_t rows, const void* host) override {  // packed anew
     return weight(W.type, W.cols, rows, host);
   }
+  Tensor weight_slots(const Tensor& W, int64_t rows, const void* host_row,
+                      std::vector<std::shared_ptr<Buffer>>& owner) override;  // packed
+  void weight_set_row(const Tensor& S, int64_t row, const void* host_row) override;
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
   void download(const Tensor& src, void* dst, size_t bytes) override;
   void synchronize() override;
@@ -243,6 +246,7 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& q, const KvCache& cache, const Tensor& pos, const AttentionParams& p,
                  const Tensor& out) override;
   void argmax(const Tensor& logits, const Tensor& out) override;
+  void argmax_ids(const Tensor& logits, const Tensor& ids, const Tensor& out) override;
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& x, const Tensor& y) override;
   void copy(const Tensor& src, const Tensor& dst) override;

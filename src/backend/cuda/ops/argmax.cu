@@ -12,7 +12,8 @@ __device__ __forceinline__ void better(float& v, int32_t& i, float v2, int32_t i
 }
 
 // One block per row.
-__global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int64_t xs, int64_t cols, int32_t* out) {
+__global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int64_t xs, int64_t cols, int32_t* out,
+                                                                const int32_t* ids) {
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * xs;
   float v = -INFINITY;
   int32_t idx = INT32_MAX;
@@ -36,7 +37,10 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int64_
     const int32_t i2 = __shfl_xor_sync(0xffffffffu, idx, o);
     better(v, idx, v2, i2);
   }
-  if (lane == 0) out[blockIdx.x] = idx == INT32_MAX ? 0 : idx;
+  if (lane == 0) {
+    idx = idx == INT32_MAX ? 0 : idx;
+    out[blockIdx.x] = ids ? ids[idx] : idx;
+  }
 }
 
 
@@ -75,7 +79,8 @@ __device__ void block_best(float& v, int32_t& idx) {
 
 // Grid (blocks of a row, rows).
 __global__ void __launch_bounds__(kSplitThreads)
-    argmax_split_kernel(const float* x, int64_t xs, int64_t cols, int32_t* out, ArgPart* part, int32_t* counters) {
+    argmax_split_kernel(const float* x, int64_t xs, int64_t cols, int32_t* out, ArgPart* part, int32_t* counters,
+                        const int32_t* ids) {
   const int64_t r = blockIdx.y;
   const int nb = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x);
   const int64_t chunk = (cols + nb - 1) / nb;
@@ -105,16 +110,18 @@ __global__ void __launch_bounds__(kSplitThreads)
   }
   block_best(v, idx);
   if (threadIdx.x == 0) {
-    out[r] = idx == INT32_MAX ? 0 : idx;
+    idx = idx == INT32_MAX ? 0 : idx;
+    out[r] = ids ? ids[idx] : idx;
     counters[r] = 0;  // ready for the next call (graph replays included)
   }
 }
 
 }  // namespace
 
-void launch_argmax(const float* x, int64_t x_stride, int64_t rows, int64_t cols, int32_t* out, cudaStream_t s) {
+void launch_argmax(const float* x, int64_t x_stride, int64_t rows, int64_t cols, int32_t* out, cudaStream_t s,
+                   const int32_t* ids) {
   if (rows == 0) return;
-  argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, x_stride, cols, out);
+  argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, x_stride, cols, out, ids);
   launch_check("argmax");
 }
 
@@ -129,11 +136,11 @@ size_t argmax_partial_bytes(int64_t rows, int64_t cols) {
 }
 
 void launch_argmax_split(const float* x, int64_t x_stride, int64_t rows, int64_t cols, int32_t* out, void* partial,
-                         int32_t* counters, cudaStream_t s, bool pdl) {
+                         int32_t* counters, cudaStream_t s, bool pdl, const int32_t* ids) {
   if (rows == 0) return;
   const dim3 grid(static_cast<unsigned>(split_blocks(cols)), static_cast<unsigned>(rows));
   launch_kernel(argmax_split_kernel, grid, dim3(kSplitThreads), 0, s, pdl, x, x_stride, cols, out,
-                static_cast<ArgPart*>(partial), counters);
+                static_cast<ArgPart*>(partial), counters, ids);
   launch_check("argmax_split");
 }
 

@@ -1,5 +1,6 @@
 // out[r] = index of the largest of x[r][0 .. cols) (lowest index among equals; NaN never
-// wins); x row stride in floats, out int32 [rows].
+// wins); x row stride in floats, out int32 [rows]. ids (optional, [cols] int32): out[r] =
+// ids[that index] instead (an MTP head's drafting slots -> token ids).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -8,7 +9,8 @@
 namespace df::cuda {
 
 // One block of 1024 threads per row.
-void launch_argmax(const float* x, int64_t x_stride, int64_t rows, int64_t cols, int32_t* out, cudaStream_t s);
+void launch_argmax(const float* x, int64_t x_stride, int64_t rows, int64_t cols, int32_t* out, cudaStream_t s,
+                   const int32_t* ids = nullptr);
 
 // The same result over many blocks per row (a vocabulary row is ~150-250k floats: one block
 // is latency-bound): each block scans a contiguous chunk, writes its (max, index) to
@@ -18,6 +20,6 @@ void launch_argmax(const float* x, int64_t x_stride, int64_t rows, int64_t cols,
 int64_t argmax_counters(int64_t rows);
 size_t argmax_partial_bytes(int64_t rows, int64_t cols);
 void launch_argmax_split(const float* x, int64_t x_stride, int64_t rows, int64_t cols, int32_t* out, void* partial,
-                         int32_t* counters, cudaStream_t s, bool pdl);
+                         int32_t* counters, cudaStream_t s, bool pdl, const int32_t* ids = nullptr);
 
 }  // namespace df::cuda
