@@ -54,10 +54,10 @@ Tensor alloc_tensor(Backend& b, GgmlType type, int64_t cols, int64_t rows,
   return t;
 }
 
-Tensor Backend::weight_slots(const Tensor& W, int64_t rows, const void* host_row,
+Tensor Backend::weight_slots(const Tensor& W, int64_t rows, const void* host_rows,
                              std::vector<std::shared_ptr<Buffer>>& owner) {
   Tensor S = alloc_tensor(*this, W.type, W.cols, rows, owner);
-  for (int64_t r = 0; r < rows; ++r) weight_set_row(S, r, host_row);
+  upload(S, host_rows, S.nbytes());
   return S;
 }
 

@@ -188,13 +188,13 @@ class Backend {
     (void)host;
     return W.slice_rows(0, rows);
   }
-  // A weight of `rows` rows of W's type and width whose rows are set one at a time by
-  // weight_set_row (an MTP head's drafting slots: output-projection rows of the tokens met in
-  // the context); each row starts as `host_row` (one row of W's bytes as the file has them).
-  // The default: dense memory of `b` (owned by `owner`) with the file's row bytes, which a
-  // backend reading weights as the file has them (CPU: its planar kernels) multiplies in place;
-  // a backend that repacks weights packs them (CUDA).
-  virtual Tensor weight_slots(const Tensor& W, int64_t rows, const void* host_row,
+  // A weight of `rows` rows of W's type and width whose rows may be replaced later, one at a
+  // time, by weight_set_row (an MTP head's drafting vocabulary: output-projection rows of chosen
+  // tokens); host_rows: its first contents, rows x W.stride bytes as the file has them (read now,
+  // not kept). The default: dense memory of this backend (owned by `owner`) with the file's row
+  // bytes, which a backend reading weights as the file has them (CPU: its planar kernels)
+  // multiplies in place; a backend that repacks weights packs them (CUDA).
+  virtual Tensor weight_slots(const Tensor& W, int64_t rows, const void* host_rows,
                               std::vector<std::shared_ptr<Buffer>>& owner);
   // Row `row` of a weight made by weight_slots becomes host_row (the file's bytes of one row).
   // In stream order (queued after the work before it); not inside a graph capture.

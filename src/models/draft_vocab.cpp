@@ -1,22 +1,11 @@
 #include "models/draft_vocab.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/error.h"
 
 namespace df {
-namespace {
-
-// Columns [c0, c0 + n) of row r of a dense f32 tensor, as a tensor of one row.
-Tensor row_part(const Tensor& t, int64_t r, int64_t c0, int64_t n) {
-  Tensor p = t.slice_rows(r, 1);
-  p.data = static_cast<uint8_t*>(p.data) + c0 * static_cast<int64_t>(sizeof(float));
-  p.cols = n;
-  p.stride = static_cast<size_t>(n) * sizeof(float);
-  return p;
-}
-
-}  // namespace
 
 void DraftVocab::reset(const blocks::OutputHead& head, int64_t n_vocab) {
   *this = DraftVocab(*b_);
@@ -31,11 +20,18 @@ void DraftVocab::set(int64_t prefix, int64_t slots) {
   if (prefix == prefix_ && slots == slots_) return;
   if (prefix_ != n_vocab_) throw Error("mtp: the drafting vocabulary is set once per model");
   if (!full_.out_host) throw Error("mtp: the output projection's bytes are unknown");
-  head_.out = b_->weight_rows(full_.out, prefix, full_.out_host);  // [prefix, dim]
   prefix_ = prefix;
   slots_ = slots;
-  if (slots_ == 0) return;
-  rows_ = b_->weight_slots(full_.out, slots_, full_.out_host, buffers_);  // every slot: token 0's row
+  if (slots_ == 0) {
+    head_.out = b_->weight_rows(full_.out, prefix_, full_.out_host);  // [prefix, dim]
+    return;
+  }
+  // [prefix + slots, dim]: the file's rows [0, prefix), then token 0's row in every slot
+  const size_t rb = full_.out.stride;  // the file's bytes of one row (weight() keeps the file's stride)
+  std::vector<uint8_t> rows(rb * static_cast<size_t>(prefix_ + slots_));
+  std::memcpy(rows.data(), full_.out_host, rb * static_cast<size_t>(prefix_));
+  for (int64_t s = 0; s < slots_; ++s) std::memcpy(rows.data() + rb * static_cast<size_t>(prefix_ + s), full_.out_host, rb);
+  head_.out = b_->weight_slots(full_.out, prefix_ + slots_, rows.data(), buffers_);
   ids_ = alloc_tensor(*b_, GgmlType::I32, 1, prefix_ + slots_, buffers_);
   std::vector<int32_t> ids(static_cast<size_t>(prefix_ + slots_), 0);
   for (int64_t c = 0; c < prefix_; ++c) ids[static_cast<size_t>(c)] = static_cast<int32_t>(c);
@@ -50,8 +46,8 @@ int32_t DraftVocab::id_of(int64_t column) const {
 
 void DraftVocab::note(const int32_t* ids, int64_t n) {
   if (slots_ == 0) return;
-  const size_t rb = full_.out.stride;  // the file's bytes of one row (weight() keeps the file's stride)
-  int64_t lo = slots_, hi = -1;        // slots whose id changed
+  const size_t rb = full_.out.stride;
+  int64_t lo = slots_, hi = -1;  // slots whose id changed
   for (int64_t i = 0; i < n; ++i) {
     const int32_t t = ids[i];
     if (t < prefix_ || t >= n_vocab_ || slot_of_.count(t)) continue;
@@ -63,23 +59,14 @@ void DraftVocab::note(const int32_t* ids, int64_t n) {
       next_ = (next_ + 1) % slots_;
       slot_of_.erase(ids_host_[static_cast<size_t>(s)]);
     }
-    b_->weight_set_row(rows_, s, static_cast<const uint8_t*>(full_.out_host) + rb * static_cast<size_t>(t));
+    b_->weight_set_row(head_.out, prefix_ + s, static_cast<const uint8_t*>(full_.out_host) + rb * static_cast<size_t>(t));
     ids_host_[static_cast<size_t>(s)] = t;
     slot_of_[t] = s;
     lo = std::min(lo, s), hi = std::max(hi, s);
   }
   if (hi >= lo)
     b_->upload(ids_.slice_rows(prefix_ + lo, hi - lo + 1), ids_host_.data() + lo,
-              static_cast<size_t>(hi - lo + 1) * sizeof(int32_t));
-}
-
-void DraftVocab::logits(const Tensor& hidden, const Tensor& out) const {
-  // one row at a time: each product writes a dense part of one logits row
-  for (int64_t r = 0; r < hidden.rows; ++r) {
-    const Tensor h = hidden.slice_rows(r, 1);
-    b_->matmul(head_.out, h, row_part(out, r, 0, prefix_));
-    b_->matmul(rows_, h, row_part(out, r, prefix_, slots_));
-  }
+               static_cast<size_t>(hi - lo + 1) * sizeof(int32_t));
 }
 
 }  // namespace df

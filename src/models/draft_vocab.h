@@ -4,9 +4,11 @@
 //   logits columns [prefix, prefix + slots)  tokens with ids >= prefix met in the head's input
 //                                            (prompt and generated tokens), first met first kept,
 //                                            the oldest replaced when every slot is taken
-// A slot not yet taken holds token 0's row and id: its logit ties column 0's, and argmax (lowest
-// column on ties) resolves it to column 0, so a greedy draft is the best token of the columns
-// in use; the host's sampling reads columns [0, used()) only.
+// With slots, the columns' rows are one weight of their own (Backend::weight_slots: the prefix's
+// rows, then the slots' rows, replaced by Backend::weight_set_row), so a draft step's logits are
+// one product. A slot not yet taken holds token 0's row and id: its logit ties column 0's, and
+// argmax (lowest column on ties) resolves it to column 0, so a greedy draft is the best token of
+// the columns in use; the host's sampling reads columns [0, used()) only.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,18 +35,16 @@ class DraftVocab {
   int32_t id_of(int64_t column) const;
   // [columns(), 1] i32 on the device: column -> token id (empty without slots: column == id).
   const Tensor& ids() const { return ids_; }
-  const blocks::OutputHead& head() const { return head_; }  // out: the prefix's rows [prefix, dim]
+  // The drafts' output head: out [columns(), dim] (the prefix's rows, then the slots').
+  const blocks::OutputHead& head() const { return head_; }
   // Takes tokens met in the head's input (not inside a graph capture: rows are uploaded).
   void note(const int32_t* ids, int64_t n);
-  // logits [rows, columns()] of the normed hidden rows [rows, dim] (with slots).
-  void logits(const Tensor& hidden, const Tensor& out) const;
 
  private:
   Backend* b_;
   blocks::OutputHead full_;        // the whole projection
-  blocks::OutputHead head_;        // full_ with out's first prefix_ rows
+  blocks::OutputHead head_;        // full_ with out = the columns' rows
   int64_t n_vocab_ = 0, prefix_ = 0, slots_ = 0, filled_ = 0, next_ = 0;  // next_: the slot replaced next
-  Tensor rows_;                    // [slots_, dim] the slots' rows (Backend::weight_slots)
   Tensor ids_;                     // [prefix_ + slots_, 1] i32
   std::vector<int32_t> ids_host_;  // [slots_] the slots' ids
   std::unordered_map<int32_t, int64_t> slot_of_;

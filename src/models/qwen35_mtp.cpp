@@ -127,17 +127,7 @@ ForwardOutputs Mtp::forward(ModelState& state, const Batch& batch, const Tensor&
                                     up_.slice_rows(0, r));
       }
     }
-    if (vocab_.slots() == 0)
-      return blocks::output_head(b_, vocab_.head(), m.rms_eps, ws_, in, x, vocab_.prefix(), opt);  // logits [.., prefix]
-    ForwardOptions ho = opt;  // the drafting vocabulary's prefix and slots: logits [.., columns]
-    ho.logits = false;
-    ForwardOutputs o = blocks::output_head(b_, vocab_.head(), m.rms_eps, ws_, in, x, vocab_.prefix(), ho);
-    if (opt.logits && !o.rows.empty()) {
-      const int64_t first = opt.logits_last ? o.hidden.rows - 1 : 0;
-      o.logits = ws_.logits(o.hidden.rows - first, vocab_.columns());
-      vocab_.logits(o.hidden.slice_rows(first, o.hidden.rows - first), o.logits);
-    }
-    return o;
+    return blocks::output_head(b_, vocab_.head(), m.rms_eps, ws_, in, x, vocab_.columns(), opt);  // logits [.., columns]
   };
   // The drafting vocabulary's slots take the tokens of the rows whose ids the host has (not the
   // device drafts: ids_from), before the step (its rows are uploaded; a graph only replays).

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <unordered_map>
 #include <vector>
@@ -194,13 +193,10 @@ bool CudaBackend::experts_from_file() const {
   return files + std::max<uint64_t>(4ull << 30, total / 10) > avail;
 }
 
-Tensor CudaBackend::weight_slots(const Tensor& W, int64_t rows, const void* host_row,
+Tensor CudaBackend::weight_slots(const Tensor& W, int64_t rows, const void* host_rows,
                                  std::vector<std::shared_ptr<Buffer>>& owner) {
   (void)owner;  // weight memory, kept for the backend's lifetime like every weight
-  const size_t rb = row_bytes(W.type, W.cols);
-  std::vector<uint8_t> host(rb * static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(host.data() + rb * static_cast<size_t>(r), host_row, rb);
-  return weight(W.type, W.cols, rows, host.data());  // copies or packs the bytes now (F32: its dense form)
+  return weight(W.type, W.cols, rows, host_rows);  // copies or packs the bytes now (F32: its dense form)
 }
 
 void CudaBackend::weight_set_row(const Tensor& S, int64_t row, const void* host_row) {

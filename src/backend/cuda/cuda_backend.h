@@ -227,7 +227,7 @@ class CudaBackend final : public Backend {
   Tensor weight_rows(const Tensor& W, int64_t rows, const void* host) override {  // packed anew
     return weight(W.type, W.cols, rows, host);
   }
-  Tensor weight_slots(const Tensor& W, int64_t rows, const void* host_row,
+  Tensor weight_slots(const Tensor& W, int64_t rows, const void* host_rows,
                       std::vector<std::shared_ptr<Buffer>>& owner) override;  // packed
   void weight_set_row(const Tensor& S, int64_t row, const void* host_row) override;
   void upload(const Tensor& dst, const void* src, size_t bytes) override;
