@@ -9,7 +9,7 @@
 #   PART=check: df_cuda_tests --gtest_filter=$FILTER only (TESTS_TIMEOUT, default 150 s).
 set -uo pipefail
 source bench/cuda/lead/lib.sh
-lead_unpack ${CARRY:-.devcarry/lf41a}
+lead_unpack ${CARRY:-.devcarry/lf41b}
 cat $OUT/gpu.txt
 if [ "${PART:-all}" = check ]; then
   TESTS_TIMEOUT=${TESTS_TIMEOUT:-150} lead_tests --gtest_filter=${FILTER:-CudaOps.*}
