@@ -460,6 +460,30 @@ TEST(CudaSpecGenerate, RandomHeadGreedyIdenticalAtEveryDepthWithOracle) {
   }
 }
 
+// One head row (token `tok` at position 0 after the hidden state cos(freq * i)) on the whole head
+// of `full` and the drafting head of `trimmed`: their logits (n_vocab, and the drafting columns).
+std::pair<std::vector<float>, std::vector<float>> head_row_logits(Engine& full, Engine& trimmed, Token tok, float freq) {
+  StateOptions so;
+  so.n_ctx = 8;
+  so.max_chunk = 1;
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  const int64_t dim = full.info().n_embd;
+  std::vector<float> h(static_cast<size_t>(dim));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = std::cos(freq * static_cast<float>(i));
+  std::vector<float> out[2];
+  Engine* es[2] = {&full, &trimmed};
+  for (int k = 0; k < 2; ++k) {
+    Backend& b = es[k]->backend();
+    const Tensor hp = alloc_tensor(b, GgmlType::F32, dim, 1, bufs);
+    b.upload(hp, h.data(), h.size() * sizeof(float));
+    auto st = es[k]->model().mtp()->new_state(so);
+    const ForwardOutputs o = es[k]->model().mtp()->forward(*st, Batch::sequence(&tok, 1, 0, false), hp);
+    out[k].resize(static_cast<size_t>(o.logits.cols));
+    b.download(o.logits, out[k].data(), out[k].size() * sizeof(float));
+  }
+  return {std::move(out[0]), std::move(out[1])};
+}
+
 // A trimmed drafting vocabulary (EngineOptions::draft_vocab: the head's output projection's first
 // rows packed as a weight of their own): the output stays plain decoding's at every depth, the
 // drafts (ids below the trim) are still accepted, and the head's logits are close to the whole
@@ -481,26 +505,8 @@ TEST(CudaSpecGenerate, DraftVocabularyKeepsTheOutput) {
   }
   EXPECT_GT(accepted, 0) << "of " << drafted << " drafts";
   // the head's logits of one row: trimmed vs the first n_trim of the whole head's
-  Backend& b = t->backend();
-  StateOptions so;
-  so.n_ctx = 8;
-  so.max_chunk = 1;
-  std::vector<std::shared_ptr<Buffer>> bufs;
-  const Tensor hp = alloc_tensor(b, GgmlType::F32, e->info().n_embd, 1, bufs);
-  const Tensor hp_full = alloc_tensor(e->backend(), GgmlType::F32, e->info().n_embd, 1, bufs);
-  std::vector<float> h(static_cast<size_t>(e->info().n_embd));
-  for (size_t i = 0; i < h.size(); ++i) h[i] = std::cos(0.11f * static_cast<float>(i));
-  b.upload(hp, h.data(), h.size() * sizeof(float));
-  e->backend().upload(hp_full, h.data(), h.size() * sizeof(float));
-  auto sf = e->model().mtp()->new_state(so);
-  auto st = t->model().mtp()->new_state(so);
-  const Token tok = prompt[3];
-  const ForwardOutputs of = e->model().mtp()->forward(*sf, Batch::sequence(&tok, 1, 0, false), hp_full);
-  const ForwardOutputs ot = t->model().mtp()->forward(*st, Batch::sequence(&tok, 1, 0, false), hp);
-  ASSERT_EQ(ot.logits.cols, n_trim);
-  std::vector<float> lf(static_cast<size_t>(V)), lt(static_cast<size_t>(n_trim));
-  e->backend().download(of.logits, lf.data(), lf.size() * sizeof(float));
-  b.download(ot.logits, lt.data(), lt.size() * sizeof(float));
+  const auto [lf, lt] = head_row_logits(*e, *t, prompt[3], 0.11f);
+  ASSERT_EQ(static_cast<int64_t>(lt.size()), n_trim);
   double err = 0, ref2 = 0;
   for (int64_t i = 0; i < n_trim; ++i) {
     err += (lt[static_cast<size_t>(i)] - lf[static_cast<size_t>(i)]) * (lt[static_cast<size_t>(i)] - lf[static_cast<size_t>(i)]);
@@ -517,7 +523,7 @@ TEST(CudaSpecGenerate, DraftVocabularyKeepsTheOutput) {
 TEST(CudaSpecGenerate, DraftContextSlotsKeepTheOutput) {
   DF_REQUIRE_GPU();
   auto e = load_cuda(source_file("models/default.gguf"));
-  const int64_t V = e->info().n_vocab, N = 256, S = 24;
+  const int64_t N = 256, S = 24;
   auto t = load_cuda(source_file("models/default.gguf"), 512, [&](EngineOptions& eo) {
     eo.draft_vocab = N;
     eo.draft_context = S;
@@ -535,27 +541,10 @@ TEST(CudaSpecGenerate, DraftContextSlotsKeepTheOutput) {
   }
   EXPECT_GT(accepted, drafted / 4) << "of " << drafted << " drafts";
   ASSERT_EQ(th->draft_columns_used(), N + S);
-  // one head row: every column vs the whole head's logit of its token
-  Backend& b = t->backend();
-  StateOptions so;
-  so.n_ctx = 8;
-  so.max_chunk = 1;
-  std::vector<std::shared_ptr<Buffer>> bufs;
-  const Tensor hp = alloc_tensor(b, GgmlType::F32, e->info().n_embd, 1, bufs);
-  const Tensor hp_full = alloc_tensor(e->backend(), GgmlType::F32, e->info().n_embd, 1, bufs);
-  std::vector<float> h(static_cast<size_t>(e->info().n_embd));
-  for (size_t i = 0; i < h.size(); ++i) h[i] = std::cos(0.13f * static_cast<float>(i));
-  b.upload(hp, h.data(), h.size() * sizeof(float));
-  e->backend().upload(hp_full, h.data(), h.size() * sizeof(float));
-  auto sf = e->model().mtp()->new_state(so);
-  auto st = th->new_state(so);
-  const Token tok = 5;  // below N: the slots stay as they are
-  const ForwardOutputs of = e->model().mtp()->forward(*sf, Batch::sequence(&tok, 1, 0, false), hp_full);
-  const ForwardOutputs ot = th->forward(*st, Batch::sequence(&tok, 1, 0, false), hp);
-  ASSERT_EQ(ot.logits.cols, N + S);
-  std::vector<float> lf(static_cast<size_t>(V)), lt(static_cast<size_t>(N + S));
-  e->backend().download(of.logits, lf.data(), lf.size() * sizeof(float));
-  b.download(ot.logits, lt.data(), lt.size() * sizeof(float));
+  // one head row (a token below N: the slots stay as they are): every column vs the whole head's
+  // logit of its token
+  const auto [lf, lt] = head_row_logits(*e, *t, 5, 0.13f);
+  ASSERT_EQ(static_cast<int64_t>(lt.size()), N + S);
   double err = 0, ref2 = 0;
   for (int64_t c = 0; c < N + S; ++c) {
     const float want = lf[static_cast<size_t>(th->draft_id(c))], got = lt[static_cast<size_t>(c)];
@@ -564,9 +553,12 @@ TEST(CudaSpecGenerate, DraftContextSlotsKeepTheOutput) {
   }
   EXPECT_LT(err / ref2, 1e-10) << "the drafting columns vs the whole head's logits of their tokens (nmse)";
   // the device argmax over the columns is the token with the best of those logits
+  Backend& b = t->backend();
   std::vector<std::shared_ptr<Buffer>> ib;
+  const Tensor lg = alloc_tensor(b, GgmlType::F32, N + S, 1, ib);
+  b.upload(lg, lt.data(), lt.size() * sizeof(float));
   const Tensor best = alloc_tensor(b, GgmlType::I32, 1, 1, ib);
-  b.argmax_ids(ot.logits, th->draft_ids(), best);
+  b.argmax_ids(lg, th->draft_ids(), best);
   int32_t got_id = -1;
   b.download(best, &got_id, sizeof(got_id));
   int64_t bc = 0;

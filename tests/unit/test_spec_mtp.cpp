@@ -19,13 +19,17 @@
 namespace df {
 namespace {
 
-std::unique_ptr<Engine> load(const std::string& path, int64_t n_ctx = 512) {
+// draft_vocab, draft_context: the head's drafting vocabulary (EngineOptions)
+std::unique_ptr<Engine> load(const std::string& path, int64_t n_ctx = 512, int64_t draft_vocab = 0,
+                             int64_t draft_context = 0) {
   EngineOptions eo;
   eo.model_path = path;
   eo.device = "cpu";
   eo.cpu.threads = 2;
   eo.n_ctx = n_ctx;
   eo.prefill_chunk = 64;
+  eo.draft_vocab = draft_vocab;
+  eo.draft_context = draft_context;
   return Engine::load(eo);
 }
 
@@ -109,15 +113,7 @@ TEST(SpecMtp, DefaultModelGreedyIdenticalAtEveryDepth) {
 // text moves on): the output stays plain decoding's, and drafts are still accepted.
 TEST(SpecMtp, DraftContextSlotsKeepTheOutput) {
   auto e = load(modeltest::default_model());
-  EngineOptions eo;
-  eo.model_path = modeltest::default_model();
-  eo.device = "cpu";
-  eo.cpu.threads = 2;
-  eo.n_ctx = 512;
-  eo.prefill_chunk = 64;
-  eo.draft_vocab = 256;
-  eo.draft_context = 24;
-  auto t = Engine::load(eo);
+  auto t = load(modeltest::default_model(), 512, 256, 24);
   const auto ps = prompts(*e, 2, 240);
   int64_t drafted = 0, accepted = 0;
   for (size_t i = 0; i < ps.size(); ++i) {
@@ -269,15 +265,7 @@ TEST(SpecMtp, SamplingMatchesPlainDistribution) { expect_sampling_matches_plain(
 // The same with the drafting vocabulary's prefix and context slots: the drafts' distribution q
 // covers the columns in use, mapped to their token ids.
 TEST(SpecMtp, SamplingWithDraftContextSlotsMatchesPlainDistribution) {
-  EngineOptions eo;
-  eo.model_path = modeltest::default_model();
-  eo.device = "cpu";
-  eo.cpu.threads = 2;
-  eo.n_ctx = 512;
-  eo.prefill_chunk = 64;
-  eo.draft_vocab = 256;
-  eo.draft_context = 16;
-  expect_sampling_matches_plain(Engine::load(eo).get());
+  expect_sampling_matches_plain(load(modeltest::default_model(), 512, 256, 16).get());
 }
 
 }  // namespace
