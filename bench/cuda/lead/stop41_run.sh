@@ -7,8 +7,41 @@
 #     --draft-accept 0.8 (depth 3, adaptive, and with CTX: the cost side only). Each bench is skipped past
 #     BUDGET s (default 560).
 #   PART=check: df_cuda_tests --gtest_filter=$FILTER only (TESTS_TIMEOUT, default 150 s).
+#   PART=mv (pack: build/diskformer build/df_make_model build/bench/cuda/bench_matvec_cuda, models/default.gguf
+#     moved out of the tree for the size): the matvec micro-benchmark per format on the three shapes
+#     (n = 1, f32-x and int8-x modes; MV_TIMEOUT s), then the 4B Q4_0 / Q8_0 and the 27B plain, the 27B MTP at
+#     --draft-accept 0.8 depth 3 without and with CTX.
 set -uo pipefail
 source bench/cuda/lead/lib.sh
+if [ "${PART:-all}" = mv ]; then
+  D=${CARRY:-.devcarry/lf41m}
+  python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/bins.tar.xz $D
+  chmod +x $D/*
+  CUBLAS_DIR=$(dirname "$(find /usr/local/cuda*/ -name 'libcublas.so.13' 2>/dev/null | head -1)")
+  export LD_LIBRARY_PATH=$PWD/$D/lib:$CUBLAS_DIR CUDA_DISABLE_PTX_JIT=1
+  nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.mem --format=csv > $OUT/gpu.txt 2>&1
+  cat $OUT/gpu.txt
+  ( for m in q4_0 q8_0; do mk /tmp/q3_4b_$m.gguf --preset qwen3_4b --type $m & done; wait ) &
+  MK=$!
+  ( mk /tmp/q35_27b_q4_0.gguf --arch qwen35 --preset qwen35_27b --type q4_0 --mtp-layers 1 --fast-random ) &
+  MK27=$!
+  timeout ${MV_TIMEOUT:-200} $D/bench_matvec_cuda --no-variants --all-shapes --shapes 2560x9728,5120x17408,248320x5120 \
+    --modes default,int8x_rows_pdl --ns 1 --pipe-codes "" --out $OUT/matvec.json > $OUT/matvec.txt 2>&1
+  echo "matvec workbench rc=$? $((SECONDS - T0)) s"
+  grep -E "^speed|read bandwidth|^ +(default|int8x)" $OUT/matvec.txt | cut -c1-120 | tail -30
+  BUDGET=${BUDGET_S:-400}
+  CTX=${CTX:---draft-vocab 1024 --draft-context 256}
+  F3="--spec mtp --draft-max 3 --draft-accept 0.8 --draft-fixed"
+  wait $MK; grep make $OUT/make.txt
+  bench q4_0 /tmp/q3_4b_q4_0.gguf -p 512 -n 128 -r 2
+  bench q8_0 /tmp/q3_4b_q8_0.gguf -p 512 -n 128 -r 2
+  wait $MK27; grep make $OUT/make.txt
+  bench q27 /tmp/q35_27b_q4_0.gguf -p 512 -n 64 -r 1
+  bench q27_mtp3 /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3
+  bench q27_mtp3_ctx /tmp/q35_27b_q4_0.gguf -p 32 -n 128 -r 1 $F3 $CTX
+  lead_collect
+  exit 0
+fi
 lead_unpack ${CARRY:-.devcarry/lf41b}
 cat $OUT/gpu.txt
 if [ "${PART:-all}" = check ]; then
