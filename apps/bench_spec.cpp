@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "bench_mmap.h"
 #include "common.h"
 #include "common/error.h"
 #include "diskformer/generator.h"
@@ -52,21 +53,35 @@ nlohmann::json bench_spec(Engine& engine, const std::vector<Token>& prompt, int6
     sg.run(prompt, {});
     return process_cpu_seconds() - c0;
   };
+  // CPU backend, experts on the file's mapped pages: the expert stats of the timed runs (the
+  // prompt's prefill included: a generation's counters), plain and speculative apart
+  MmapCounts mm_plain, mm_spec;
+  double tok_plain = 0, sec_plain = 0, tok_spec = 0, sec_spec = 0;
   for (int r = 0; r < reps + 1; ++r) {  // the first round warms up and is dropped
     Session ps(engine);
     PlainGenerator pg(ps, g);
+    const MmapCounts m0 = mmap_counts(engine.backend());
     const double c0 = process_cpu_seconds();
     const std::vector<Token> out = pg.run(prompt, {});
     const double c1 = process_cpu_seconds();
     if (r == 0) ref = out;
+    if (r > 0) {
+      mm_plain.add_delta(m0, mmap_counts(engine.backend()));
+      tok_plain += static_cast<double>(ps.stats().generated_tokens), sec_plain += ps.stats().decode_seconds;
+    }
     if (r > 0) plain_tps.push_back(static_cast<double>(ps.stats().generated_tokens) / ps.stats().decode_seconds);
     if (r > 0 && cpu) plain_cpu.push_back(c1 - c0 - plain_cpu_of(g1));
     so.oracle = ref;
     Session ss(engine, so.draft_max + 1);
     spec::MtpGenerator sg(ss, g, so);
+    const MmapCounts m2 = mmap_counts(engine.backend());
     const double c2 = process_cpu_seconds();
     const std::vector<Token> sout = sg.run(prompt, {});
     const double c3 = process_cpu_seconds();
+    if (r > 0) {
+      mm_spec.add_delta(m2, mmap_counts(engine.backend()));
+      tok_spec += static_cast<double>(ss.stats().generated_tokens), sec_spec += ss.stats().decode_seconds;
+    }
     if (r > 0 && cpu) spec_cpu.push_back(c3 - c2 - spec_cpu_of(g1));
     identical = identical && sout == ref;
     if (r > 0) spec_tps.push_back(static_cast<double>(ss.stats().generated_tokens) / ss.stats().decode_seconds);
@@ -86,6 +101,10 @@ nlohmann::json bench_spec(Engine& engine, const std::vector<Token>& prompt, int6
   j["draft_vocab"] = engine.model().mtp() ? engine.model().mtp()->draft_vocab() : 0;  // the head's logits' ids
   j["draft_context"] = engine.model().mtp() ? engine.model().mtp()->draft_slots() : 0;  // ... and context slots
   j["identical_to_plain"] = identical;
+  if (mm_spec.on) {  // per generated token of the timed runs (their prefills' lookups included)
+    j["expert_cache_plain"] = mmap_decode_report(mm_plain, tok_plain, sec_plain > 0 ? tok_plain / sec_plain : 0.0);
+    j["expert_cache_spec"] = mmap_decode_report(mm_spec, tok_spec, sec_spec > 0 ? tok_spec / sec_spec : 0.0);
+  }
   // Start-up: the cost table is measured once per engine, by the warm-up round's generator;
   // the timed rounds reuse it. Neither tok/s figure includes it (nor the prefill).
   j["startup_cost_table_seconds"] = measured;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_mmap.h"
 #include "bench_profile.h"
 #include "bench_spec.h"
 #include "common/error.h"
@@ -83,88 +84,6 @@ CacheCounts cache_counts(Backend& b) {
   }
 #endif
   return c;
-}
-
-// Counters of the CPU backend's expert stats (experts on the file's mapped pages; zeros
-// elsewhere, with the stats off, or where every expert stack has a copy).
-struct MmapCounts {
-  bool on = false;  // stats on and some expert stack on mapped pages
-  bool prefetch = false;  // the expert prefetch on (CpuOptions::expert_prefetch)
-  uint64_t stacks = 0, lookups = 0, hits = 0, misses = 0, bytes = 0;
-  uint64_t advised = 0;  // bytes advised by the prefetch
-  double stall_s = 0, check_s = 0;
-  bool forecast = false;  // CpuOptions::expert_forecast
-  uint64_t fc_experts = 0, fc_routed = 0, fc_hits = 0, fc_bytes = 0;  // ExpertStats::forecast_* (pages as bytes)
-  double fc_s = 0;
-  void add_delta(const MmapCounts& a, const MmapCounts& b) {  // += b - a
-    lookups += b.lookups - a.lookups, hits += b.hits - a.hits, misses += b.misses - a.misses;
-    advised += b.advised - a.advised;
-    fc_experts += b.fc_experts - a.fc_experts, fc_routed += b.fc_routed - a.fc_routed, fc_hits += b.fc_hits - a.fc_hits;
-    fc_bytes += b.fc_bytes - a.fc_bytes, fc_s += b.fc_s - a.fc_s;
-    bytes += b.bytes - a.bytes, stall_s += b.stall_s - a.stall_s, check_s += b.check_s - a.check_s;
-  }
-};
-MmapCounts mmap_counts(Backend& b) {
-  MmapCounts c;
-  if (auto* p = dynamic_cast<cpu::CpuBackend*>(&b)) {
-    const cpu::ExpertStats& s = p->expert_stats();
-    c.on = p->expert_stats_on() && s.mapped_stacks > 0;
-    c.stacks = s.mapped_stacks, c.lookups = s.lookups, c.hits = s.hits, c.misses = s.misses;
-    c.bytes = s.bytes_from_disk, c.stall_s = s.stall_seconds, c.check_s = s.check_seconds;
-    c.prefetch = p->expert_prefetch_on(), c.advised = p->expert_prefetch_pages() * cpu::page_size();
-    c.forecast = p->expert_forecast_on();
-    c.fc_experts = s.forecast_experts, c.fc_routed = s.forecast_routed, c.fc_hits = s.forecast_hits;
-    c.fc_bytes = s.forecast_pages * cpu::page_size(), c.fc_s = s.forecast_seconds;
-  }
-  return c;
-}
-
-// The `expert_cache` object of a CPU run with experts on the mapped file: hit rate = resident
-// expert matrices / looked-up ones, bytes from disk = the missing pages', GB/s = those bytes
-// over the time stalled faulting them in; decode and prefill apart (measured repetitions).
-nlohmann::json mmap_report(const MmapCounts& all, const MmapCounts& tg, const MmapCounts& pp, double tokens,
-                           double decode_tps, double prefill_tokens) {
-  auto rate = [](const MmapCounts& c) { return c.lookups > 0 ? static_cast<double>(c.hits) / static_cast<double>(c.lookups) : 0.0; };
-  auto gbs = [](const MmapCounts& c) { return c.stall_s > 0 ? static_cast<double>(c.bytes) / c.stall_s / 1e9 : 0.0; };
-  const double sec = decode_tps > 0 && tokens > 0 ? tokens / decode_tps : 0.0;
-  return {{"source", "mmap"},
-          {"prefetch", all.prefetch},
-          {"mapped_stacks", all.stacks},
-          {"all_lookups", all.lookups},
-          {"all_hits", all.hits},
-          {"all_misses", all.misses},
-          {"all_bytes_from_disk", all.bytes},
-          {"all_stall_seconds", all.stall_s},
-          {"all_check_seconds", all.check_s},
-          {"decode_lookups", tg.lookups},
-          {"decode_hits", tg.hits},
-          {"decode_misses", tg.misses},
-          {"decode_hit_rate", rate(tg)},
-          {"decode_lookups_per_token", tokens > 0 ? static_cast<double>(tg.lookups) / tokens : 0.0},
-          {"decode_bytes_from_disk_per_token", tokens > 0 ? static_cast<double>(tg.bytes) / tokens : 0.0},
-          {"decode_disk_gb_per_second", gbs(tg)},
-          {"decode_stall_ms_per_token", tokens > 0 ? 1000.0 * tg.stall_s / tokens : 0.0},
-          {"decode_stall_share", sec > 0 ? tg.stall_s / sec : 0.0},
-          // the stats' own cost: the residency checks (mincore), per token and as a share of decode
-          {"decode_check_ms_per_token", tokens > 0 ? 1000.0 * tg.check_s / tokens : 0.0},
-          {"decode_check_share", sec > 0 ? tg.check_s / sec : 0.0},
-          // the prefetch's MADV_WILLNEED: the missing pages it asked for once the routing was known
-          {"decode_advised_bytes_per_token", tokens > 0 ? static_cast<double>(tg.advised) / tokens : 0.0},
-          // the forecast (--cpu-expert-forecast): recall = routed experts it had predicted / routed
-          // ones, precision = those / predicted ones; its advised bytes and its own time per token
-          {"forecast", all.forecast},
-          {"decode_forecast_recall", tg.fc_routed > 0 ? static_cast<double>(tg.fc_hits) / static_cast<double>(tg.fc_routed) : 0.0},
-          {"decode_forecast_precision",
-           tg.fc_experts > 0 ? static_cast<double>(tg.fc_hits) / static_cast<double>(tg.fc_experts) : 0.0},
-          {"decode_forecast_advised_bytes_per_token", tokens > 0 ? static_cast<double>(tg.fc_bytes) / tokens : 0.0},
-          {"decode_forecast_ms_per_token", tokens > 0 ? 1000.0 * tg.fc_s / tokens : 0.0},
-          {"prefill_lookups", pp.lookups},
-          {"prefill_hits", pp.hits},
-          {"prefill_misses", pp.misses},
-          {"prefill_hit_rate", rate(pp)},
-          {"prefill_bytes_from_disk_per_token", prefill_tokens > 0 ? static_cast<double>(pp.bytes) / prefill_tokens : 0.0},
-          {"prefill_disk_gb_per_second", gbs(pp)},
-          {"prefill_stall_seconds", pp.stall_s}};
 }
 
 }  // namespace

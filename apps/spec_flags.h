@@ -53,7 +53,8 @@ inline nlohmann::json spec_json(const spec::SpecStats& st) {
     rate.push_back(st.drafted_at[i] > 0 ? static_cast<double>(st.accepted_at[i]) / static_cast<double>(st.drafted_at[i]) : 0.0);
   return {{"cycles", st.cycles},           {"plain_steps", st.plain_steps},    {"drafted", st.drafted},
           {"accepted", st.accepted},       {"acceptance_at", rate},            {"drafted_at", st.drafted_at},
-          {"accepted_at", st.accepted_at}, {"head_seconds", st.head_seconds}, {"cost_verify_seconds", st.cost_verify},
+          {"accepted_at", st.accepted_at}, {"head_seconds", st.head_seconds},
+          {"forecast_seconds", st.forecast_seconds}, {"cost_verify_seconds", st.cost_verify},
           {"cost_head_seconds", st.cost_head}, {"cost_head_catchup_seconds", st.cost_head_catchup},
           {"cost_table_seconds", st.cost_table}, {"cycle_estimate_seconds", st.cycle_estimate},
           {"cycles_at", st.cycles_at},     {"cost_table_reused", st.cost_table_reused},

@@ -92,6 +92,9 @@ struct MoeExperts {
 // router, and the residual stream x [n, dim] before the layer's mixer, which the block's
 // router will see (rms_norm(x + mixer), norm) after it. xn [n, dim] and logits [n, n_expert]:
 // scratch the backend may write (the mixer and the router overwrite them next).
+// draft: a forecast made before the forward from the tokens of its rows alone (x: their
+// embedding rows; Model::forecast_experts, called by speculative decoding with the verify's
+// rows once the drafts are known), one per MoE block of the model at once.
 struct MoeForecast {
   Tensor gate_exps, up_exps, down_exps;  // weight_stack()s of n_expert experts
   int64_t n_expert = 0, n_used = 0;
@@ -99,6 +102,7 @@ struct MoeForecast {
   Tensor norm;    // [1, dim] the block's input norm
   float eps = 0.0f;
   Tensor x, xn, logits;
+  bool draft = false;
 };
 
 // One attention layer's KV cache. Its layout is the backend's choice (the CPU backend keeps
@@ -404,6 +408,9 @@ class Backend {
   // experts in from slow memory may predict the block's routing from x and start reading the
   // predicted experts while the mixer runs. Changes no result; the default does nothing.
   virtual void moe_forecast(const MoeForecast& f) {}
+  // Whether moe_forecast acts on forecasts of this kind (MoeForecast::draft): a model skips
+  // the work of making one otherwise. Default: no.
+  virtual bool wants_moe_forecast(bool draft) const { return false; }
   virtual void moe_combine_add(const Tensor& experts, const Tensor& weights, const Tensor& shared,
                                const Tensor& gate, const Tensor& out, const Tensor& x);
 

@@ -21,6 +21,7 @@ struct CpuBackendOptions {
   bool expert_stats = true;   // stats of the MoE experts read from the file's mapped pages (CpuOptions::expert_stats)
   bool expert_prefetch = true;  // advise those experts' missing pages once routed (CpuOptions::expert_prefetch)
   bool expert_forecast = false;  // and the forecast ones' before the layer's mixer (CpuOptions::expert_forecast)
+  bool expert_draft_forecast = false;  // and those forecast from the drafts (CpuOptions::expert_draft_forecast)
 };
 
 struct BackendOptions {

@@ -181,6 +181,14 @@ class Model {
   virtual uint64_t scratch_bytes() const = 0;
   // The multi-token-prediction head (qwen35 files with nextn layers), or null.
   virtual MtpHead* mtp() { return nullptr; }
+  // A hint before a forward whose rows will be the tokens ids [n, 1] (i32, on the backend; n
+  // at most the workspace's rows): a model with routed experts hands the backend, for every
+  // MoE block, the routing forecast from the tokens alone (Backend::moe_forecast with
+  // MoeForecast::draft: each block's router over its norm of the token's embedding), so that
+  // a backend bringing experts in from slow memory can start before the forward. Speculative
+  // decoding calls it with a verify's rows once the drafts are known. Changes no result (it
+  // may overwrite the workspace's scratch). Default: nothing.
+  virtual void forecast_experts(const Tensor& ids) {}
   Backend& backend() const { return *backend_; }
 
  protected:

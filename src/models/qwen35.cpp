@@ -89,6 +89,18 @@ class Qwen35 final : public Model {
   uint64_t scratch_bytes() const override { return ws_.bytes(); }
   MtpHead* mtp() override { return mtp_.get(); }
 
+  void forecast_experts(const Tensor& ids) override {
+    Backend& b = backend();
+    if (!hp_.moe || ids.rows == 0 || !b.wants_moe_forecast(true)) return;
+    if (ids.rows > ws_.rows()) throw Error("forecast_experts: more rows than the workspace holds");
+    // x [n, dim] = the tokens' embeddings: the residual stream of layer 0 before its mixer, and
+    // the part of every later layer's that the token alone sets
+    const Tensor x = s_.x.slice_rows(0, ids.rows), xn = s_.xn.slice_rows(0, ids.rows);
+    b.get_rows(tok_embd_, ids, x);
+    const ModelInfo& m = hp_.info;
+    for (const Layer& L : layers_) moe_ffn_forecast(b, hp_.moe_shape, L.moe, s_.moe, x, L.post_norm, m.rms_eps, xn, true);
+  }
+
   std::unique_ptr<ModelState> new_state(const StateOptions& opt) override {
     if (opt.n_ctx <= 0 || opt.max_chunk <= 0 || opt.max_snapshots < 0 || opt.max_checkpoints < 0)
       throw Error("context and chunk sizes must be positive");

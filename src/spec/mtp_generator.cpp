@@ -67,6 +67,7 @@ MtpGenerator::MtpGenerator(Session& session, const GenerateOptions& opt, const S
   hin_ = alloc_tensor(b_, GgmlType::F32, dim_, rows_, buffers_);
   g_ = alloc_tensor(b_, GgmlType::F32, dim_, 1, buffers_);
   best_ = alloc_tensor(b_, GgmlType::I32, 1, rows_, buffers_);
+  if (b_.wants_moe_forecast(true)) fc_ids_ = alloc_tensor(b_, GgmlType::I32, 1, rows_, buffers_);
   const std::vector<float> zeros(static_cast<size_t>(dim_), 0.0f);
   b_.upload(hin_.slice_rows(0, 1), zeros.data(), zeros.size() * sizeof(float));
   b_.upload(g_, zeros.data(), zeros.size() * sizeof(float));
@@ -330,6 +331,18 @@ void MtpGenerator::draft_on_device(Token x, int64_t P, int depth, size_t emitted
   stats_.head_seconds += now_seconds() - t0;
 }
 
+void MtpGenerator::forecast_verify(Token x, int depth, const std::vector<Token>* drafts) {
+  if (fc_ids_.data == nullptr) return;
+  const double t0 = now_seconds();
+  b_.upload(fc_ids_.slice_rows(0, 1), &x, sizeof(Token));
+  if (drafts)
+    b_.upload(fc_ids_.slice_rows(1, depth), drafts->data(), static_cast<size_t>(depth) * sizeof(Token));
+  else
+    b_.copy(best_.slice_rows(0, depth), fc_ids_.slice_rows(1, depth));
+  model_.forecast_experts(fc_ids_.slice_rows(0, depth + 1));
+  stats_.forecast_seconds += now_seconds() - t0;
+}
+
 std::vector<Token> MtpGenerator::run(const std::vector<Token>& prompt, const std::function<bool(Token)>& on_token) {
   const Tokenizer& tok = session_.engine().tokenizer();
   const int64_t n_ctx = session_.n_ctx();
@@ -414,6 +427,7 @@ std::optional<Token> MtpGenerator::advance(Token x, int64_t tokens_left, size_t 
     // Drafts, verify and argmaxes on the device; one download per cycle: the drafts d_1..d_N
     // (best_ rows 0..N-1) and the trunk's argmaxes a_0..a_N (rows N..2N).
     draft_on_device(x, P, depth, emitted);
+    forecast_verify(x, depth, nullptr);
     const std::vector<Token> rows(static_cast<size_t>(depth + 1), x);  // rows 1..N: ids from best_
     ao.ids_from = best_.slice_rows(0, depth);
     ao.ids_row0 = 1;
@@ -426,6 +440,7 @@ std::optional<Token> MtpGenerator::advance(Token x, int64_t tokens_left, size_t 
     session_.set_tokens(P + 1, d.data(), depth);
   } else {
     d = draft(x, P, depth, emitted, &c_q_);
+    forecast_verify(x, depth, &d);
     std::vector<Token> rows{x};
     rows.insert(rows.end(), d.begin(), d.end());
     o = session_.append(rows, ao);  // verify: depth + 1 rows at P

@@ -109,6 +109,10 @@ class MtpGenerator {
   // out = the head's greedy drafts of its logits rows (token ids) on the device.
   void head_argmax(const Tensor& logits, const Tensor& out);
   Token oracle_or(Token proposal, size_t emitted_index);
+  // Once a cycle's drafts are known, before its verify: the model's routing forecast from the
+  // verify rows' tokens x, d_1..d_depth (Model::forecast_experts; drafts: the host's, else
+  // best_ rows 0..depth-1), where the backend acts on one (a MoE model's experts from disk).
+  void forecast_verify(Token x, int depth, const std::vector<Token>* drafts);
 
   Session& session_;
   GenerateOptions opt_;
@@ -123,6 +127,7 @@ class MtpGenerator {
   Tensor g_;       // [1, dim] the head's own hidden state when chaining drafts
   Tensor best_;    // [rows_, 1] i32 device argmax (greedy cycle: drafts, then the verify's argmaxes)
   Tensor oracle_dev_;  // [oracle, 1] i32 --draft-accept's known continuation on the device
+  Tensor fc_ids_;      // [rows_, 1] i32 the verify's rows for forecast_verify (where the backend wants it)
   int64_t head_pos_ = 0;            // the head's next row position (rows below are written)
   std::vector<Token> pend_tokens_;  // tokens at positions head_pos_.. not yet run by the head
   std::unique_ptr<DepthPolicy> policy_;

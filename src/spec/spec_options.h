@@ -34,6 +34,7 @@ struct SpecStats {
   std::vector<int64_t> accepted_at;  // [draft_max] of those, accepted
   std::vector<int64_t> cycles_at;    // [draft_max + 1] cycles run at depth d (0: plain steps)
   double head_seconds = 0.0;     // time in the draft head (host clock, device synchronised by downloads)
+  double forecast_seconds = 0.0;  // time in the routing forecasts from the drafts (Model::forecast_experts)
   // Start-up measurement (medians after warm-up): seconds of a verify of 1..draft_max+1 rows
   // (snapshots, every row's logits and argmax), of one head row, of a head catch-up forward
   // (kCatchUpGuess rows), and the cost table the adaptive depth starts from (cycle of depth

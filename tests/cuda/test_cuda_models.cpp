@@ -391,6 +391,7 @@ TEST(CudaExpertCache, FileTierGivesTheResidentBits) {
   cuda::CudaOptions o;
   o.expert_cache_bytes = 40 * 36864;
   o.expert_source = cuda::ExpertSource::file;
+  o.moe_streamed_fused = true;  // the CLI's default (its fused one-row path declines the file tier)
   cuda::CudaBackend small(o);
   Loaded resident = load(path, *gpu());
   Loaded streamed = load(path, small);

@@ -59,6 +59,14 @@ struct CpuOptions {
   // while the mixer runs; the routing itself then advises what was missed. Counted in
   // ExpertStats (forecast_*). Off by default; the products' bits do not change.
   bool expert_forecast = false;
+  // Forecast from the drafts (MoeForecast::draft, Model::forecast_experts): with speculative
+  // decoding, once a cycle's drafts are known and before its verify, every MoE block's router
+  // over its norm of each verify row's token embedding predicts that row's experts, and the
+  // missing pages of the predicted experts of every block are queued for the advisor's thread
+  // at once, so that the disk reads the later blocks' experts while the verify runs the
+  // earlier ones. Counted in ExpertStats (draft_forecast_*). Off by default; the products'
+  // bits do not change.
+  bool expert_draft_forecast = false;
 };
 
 // CpuOptions::expert_stats: counters over the expert matrices matmul_id read from mapped
@@ -77,6 +85,13 @@ struct ExpertStats {
   uint64_t forecast_hits = 0;     // of those, forecast
   uint64_t forecast_pages = 0;    // pages the forecast queued for advice (missing when checked)
   double forecast_seconds = 0;    // op-thread time of the forecasts (router, checks, queueing): their cost
+  // CpuOptions::expert_draft_forecast, the same counters for the forecasts from the drafts:
+  uint64_t draft_forecasts = 0;         // forecasts made (one per MoE block a verify)
+  uint64_t draft_forecast_experts = 0;  // experts forecast, summed over them
+  uint64_t draft_forecast_routed = 0;   // experts then routed by the blocks' calls that had one
+  uint64_t draft_forecast_hits = 0;     // of those, forecast
+  uint64_t draft_forecast_pages = 0;    // pages queued for advice (missing when checked)
+  double draft_forecast_seconds = 0;    // op-thread time of those forecasts
 };
 
 // MemAvailable of /proc/meminfo in bytes (free memory plus reclaimable caches, the files'
@@ -138,6 +153,7 @@ class CpuBackend final : public Backend {
   // CpuOptions::expert_prefetch and expert_forecast (expert_prefetch.cpp).
   void moe_experts_routed(const MoeExperts& m) override;
   void moe_forecast(const MoeForecast& f) override;
+  bool wants_moe_forecast(bool draft) const override { return draft ? expert_draft_forecast_on_ : expert_forecast_on_; }
 
   int threads() const { return pool_.size(); }
   // Bytes of repacked weight copies held, planar huge-page copies included (0 with repack off).
@@ -147,6 +163,7 @@ class CpuBackend final : public Backend {
   const ExpertStats& expert_stats() const { return expert_stats_; }
   bool expert_prefetch_on() const { return expert_prefetch_on_; }
   bool expert_forecast_on() const { return expert_forecast_on_; }
+  bool expert_draft_forecast_on() const { return expert_draft_forecast_on_; }
   // Pages advised MADV_WILLNEED by the expert prefetch since load (each page once a call).
   uint64_t expert_prefetch_pages() const { return prefetch_pages_; }
 
@@ -236,8 +253,11 @@ class CpuBackend final : public Backend {
   };
   std::vector<PrefetchedStack> prefetched_;  // the last routing's stacks (at most 3)
   bool expert_forecast_on_;                  // CpuOptions::expert_forecast
+  bool expert_draft_forecast_on_;            // CpuOptions::expert_draft_forecast
   // moe_forecast: per gate stack its forecast experts (ascending), until the routing compares
-  std::vector<std::pair<const void*, std::vector<int64_t>>> forecasts_;
+  // (draft: those from the drafts, apart)
+  using Forecasts = std::vector<std::pair<const void*, std::vector<int64_t>>>;
+  Forecasts forecasts_, draft_forecasts_;
   std::unique_ptr<PageAdvisor> advisor_;  // the forecast's advice (made with the first forecast)
   std::vector<int32_t> forecast_order_;   // moe_forecast: one row's experts by router logit
   const SsmVec& ssm_;

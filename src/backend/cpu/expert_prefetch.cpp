@@ -8,7 +8,9 @@
 // The forecast (CpuOptions::expert_forecast, moe_forecast) advises the experts that the block's
 // router picks from the residual stream before the layer's mixer, so the disk reads them
 // while the mixer runs; the routing then compares (ExpertStats::forecast_*) and advises what
-// the forecast missed.
+// the forecast missed. The forecast from the drafts (CpuOptions::expert_draft_forecast,
+// MoeForecast::draft) does the same from the verify rows' token embeddings for every block
+// before the verify; kept and compared apart (ExpertStats::draft_forecast_*).
 //
 // With the expert stats on, the check here is the stats' check (the pages as they were before
 // any advice); matmul_id then faults in the pages that were missing, timed as the stall
@@ -62,15 +64,24 @@ void CpuBackend::moe_experts_routed(const MoeExperts& m) {
   size_t n_mapped = 0;
   for (const Tensor* W : {&m.gate_exps, &m.up_exps, &m.down_exps})  // only stacks multiplied from the mapped file
     if (stack_on_mapped_pages(*W)) mapped[n_mapped++] = W;
-  auto fc = std::find_if(forecasts_.begin(), forecasts_.end(), [&](const auto& f) { return f.first == m.gate_exps.data; });
-  if (n_mapped == 0 || (!expert_prefetch_on_ && fc == forecasts_.end())) return;
+  const auto of_block = [&](const auto& f) { return f.first == m.gate_exps.data; };
+  auto fc = std::find_if(forecasts_.begin(), forecasts_.end(), of_block);
+  auto dc = std::find_if(draft_forecasts_.begin(), draft_forecasts_.end(), of_block);
+  if (n_mapped == 0 || (!expert_prefetch_on_ && fc == forecasts_.end() && dc == draft_forecasts_.end())) return;
   const auto c0 = std::chrono::steady_clock::now();
   used_experts(m.ids, m.n_expert, used_);
-  if (fc != forecasts_.end()) {  // how well this block's forecast did
-    const std::vector<int64_t>& f = fc->second;
-    expert_stats_.forecast_routed += used_.size();
-    for (int64_t e : used_) expert_stats_.forecast_hits += std::binary_search(f.begin(), f.end(), e) ? 1 : 0;
+  // how well this block's forecasts did (each compared once, with the routing that follows it)
+  const auto score = [&](const std::vector<int64_t>& f, uint64_t& routed, uint64_t& hits) {
+    routed += used_.size();
+    for (int64_t e : used_) hits += std::binary_search(f.begin(), f.end(), e) ? 1 : 0;
+  };
+  if (fc != forecasts_.end()) {
+    score(fc->second, expert_stats_.forecast_routed, expert_stats_.forecast_hits);
     forecasts_.erase(fc);
+  }
+  if (dc != draft_forecasts_.end()) {
+    score(dc->second, expert_stats_.draft_forecast_routed, expert_stats_.draft_forecast_hits);
+    draft_forecasts_.erase(dc);
   }
   if (!expert_prefetch_on_) return;
   check_missing_experts(std::span<const Tensor* const>(mapped, n_mapped), m.n_expert, used_,
@@ -85,7 +96,7 @@ void CpuBackend::moe_experts_routed(const MoeExperts& m) {
 }
 
 void CpuBackend::moe_forecast(const MoeForecast& f) {
-  if (!expert_forecast_on_ || f.x.rows == 0) return;
+  if (!wants_moe_forecast(f.draft) || f.x.rows == 0) return;
   const Tensor* mapped[3];
   size_t n_mapped = 0;
   for (const Tensor* W : {&f.gate_exps, &f.up_exps, &f.down_exps})
@@ -107,14 +118,23 @@ void CpuBackend::moe_forecast(const MoeForecast& f) {
   }
   std::sort(predicted.begin(), predicted.end());
   predicted.erase(std::unique(predicted.begin(), predicted.end()), predicted.end());
-  expert_stats_.forecast_experts += predicted.size();
+  ExpertStats& st = expert_stats_;
+  (f.draft ? st.draft_forecast_experts : st.forecast_experts) += predicted.size();
   check_missing_experts(std::span<const Tensor* const>(mapped, n_mapped), E, predicted, nullptr);
   if (!advisor_) advisor_ = std::make_unique<PageAdvisor>();
-  expert_stats_.forecast_pages += advise_checked_experts(advisor_.get());  // advised by the advisor's thread
-  auto it = std::find_if(forecasts_.begin(), forecasts_.end(), [&](const auto& p) { return p.first == f.gate_exps.data; });
-  if (it == forecasts_.end()) forecasts_.emplace_back(f.gate_exps.data, std::move(predicted));
+  // advised by the advisor's thread
+  (f.draft ? st.draft_forecast_pages : st.forecast_pages) += advise_checked_experts(advisor_.get());
+  Forecasts& list = f.draft ? draft_forecasts_ : forecasts_;
+  auto it = std::find_if(list.begin(), list.end(), [&](const auto& p) { return p.first == f.gate_exps.data; });
+  if (it == list.end()) list.emplace_back(f.gate_exps.data, std::move(predicted));
   else it->second = std::move(predicted);
-  expert_stats_.forecast_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (f.draft) {
+    ++st.draft_forecasts;
+    st.draft_forecast_seconds += dt;
+  } else {
+    st.forecast_seconds += dt;
+  }
 }
 
 void CpuBackend::count_mapped_experts(std::span<const PageSpan> spans, const int64_t* missing) {

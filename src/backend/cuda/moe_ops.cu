@@ -523,11 +523,14 @@ bool CudaBackend::moe_experts_fused(const MoeExperts& a, const Tensor& x, const 
   const Tensor &SG = a.shexp_gate, &SU = a.shexp_up, &SD = a.shexp_down;
   // Streamed stacks (all three): one row with CudaOptions::moe_streamed_fused, the shared
   // expert outside the cache's tables (MatvecFusion::extra), the uses counted after the launches.
+  // Not the file tier: there an expert outside the slots has no planes (null table entries)
+  // until bring_experts reads the routed ids on the host and loads it, and the routing here
+  // stays on the device (taking it read the null planes: cudaErrorIllegalAddress, stop 42).
   const ExpertStack* Sg = experts_ ? experts_->find(G.data) : nullptr;
   const ExpertStack* Su = experts_ ? experts_->find(U.data) : nullptr;
   const ExpertStack* Sd = experts_ ? experts_->find(Dn.data) : nullptr;
   const bool streamed = Sg || Su || Sd;
-  if (streamed && (!opt_.moe_streamed_fused || n != 1 || !Sg || !Su || !Sd)) return false;
+  if (streamed && (!opt_.moe_streamed_fused || n != 1 || !Sg || !Su || !Sd || experts_->from_file())) return false;
   if (G.type != U.type || SG.type != G.type || SU.type != U.type || SD.type != Dn.type || G.cols != dim ||
       U.cols != dim || U.rows != G.rows || SG.rows != m || SU.rows != m || SG.cols != dim || SU.cols != dim ||
       Dn.rows != E * dim || Dn.cols != m || SD.rows != dim || SD.cols != m)
