@@ -63,6 +63,9 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
                "every MoE layer's routing of the verify's rows from their tokens (each router over the token's "
                "embedding) and ask the kernel to read the predicted experts' missing pages before the verify "
                "starts (default off; the same bits; `bench` reports its recall and precision)");
+  app.add_option("--cpu-expert-draft-forecast-blocks", f.cpu_expert_draft_forecast_blocks,
+                 "with --cpu-expert-draft-forecast: forecast the first N MoE layers only (0: all; default 0)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--kv-f32", f.kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--no-graphs", f.no_graphs, "run every op of a decode step eagerly (no recorded device graphs)");
   app.add_option("--decode-lookahead", f.decode_lookahead,
@@ -236,6 +239,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& f) {
   o.cpu.expert_prefetch = f.cpu_expert_prefetch;
   o.cpu.expert_forecast = f.cpu_expert_forecast;
   o.cpu.expert_draft_forecast = f.cpu_expert_draft_forecast;
+  o.cpu.expert_draft_forecast_blocks = f.cpu_expert_draft_forecast_blocks;
   o.n_ctx = f.ctx;
   o.prefill_chunk = f.batch;
   o.kv_f32 = f.kv_f32;

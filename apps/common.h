@@ -26,6 +26,7 @@ struct ModelFlags {
   bool cpu_expert_prefetch = true;  // --cpu-expert-prefetch / --no-cpu-expert-prefetch
   bool cpu_expert_forecast = false;  // --cpu-expert-forecast / --no-cpu-expert-forecast
   bool cpu_expert_draft_forecast = false;  // --cpu-expert-draft-forecast / --no-cpu-expert-draft-forecast
+  int64_t cpu_expert_draft_forecast_blocks = 0;  // --cpu-expert-draft-forecast-blocks N
   bool kv_f32 = false;
   bool no_graphs = false;
   std::string decode_lookahead = "auto";  // --decode-lookahead off|auto|on

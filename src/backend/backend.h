@@ -94,7 +94,8 @@ struct MoeExperts {
 // scratch the backend may write (the mixer and the router overwrite them next).
 // draft: a forecast made before the forward from the tokens of its rows alone (x: their
 // embedding rows; Model::forecast_experts, called by speculative decoding with the verify's
-// rows once the drafts are known), one per MoE block of the model at once.
+// rows once the drafts are known), one per MoE block of the model at once; block: its index
+// among the model's MoE blocks (0 first).
 struct MoeForecast {
   Tensor gate_exps, up_exps, down_exps;  // weight_stack()s of n_expert experts
   int64_t n_expert = 0, n_used = 0;
@@ -103,6 +104,7 @@ struct MoeForecast {
   float eps = 0.0f;
   Tensor x, xn, logits;
   bool draft = false;
+  int64_t block = 0;
 };
 
 // One attention layer's KV cache. Its layout is the backend's choice (the CPU backend keeps

@@ -15,6 +15,7 @@ std::unique_ptr<Backend> make_cpu(const CpuBackendOptions& o) {
   co.expert_prefetch = o.expert_prefetch;
   co.expert_forecast = o.expert_forecast;
   co.expert_draft_forecast = o.expert_draft_forecast;
+  co.expert_draft_forecast_blocks = o.expert_draft_forecast_blocks;
   co.isa = o.isa == "auto" ? cpu::best_isa() : cpu::parse_isa(o.isa);
   if (static_cast<int>(co.isa) > static_cast<int>(cpu::best_isa()))
     throw Error("this CPU does not support --isa " + o.isa);

@@ -22,6 +22,7 @@ struct CpuBackendOptions {
   bool expert_prefetch = true;  // advise those experts' missing pages once routed (CpuOptions::expert_prefetch)
   bool expert_forecast = false;  // and the forecast ones' before the layer's mixer (CpuOptions::expert_forecast)
   bool expert_draft_forecast = false;  // and those forecast from the drafts (CpuOptions::expert_draft_forecast)
+  int64_t expert_draft_forecast_blocks = 0;  // of the first N MoE blocks (0: all)
 };
 
 struct BackendOptions {

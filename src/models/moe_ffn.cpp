@@ -112,7 +112,7 @@ void moe_ffn_residual(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeS
 }
 
 void moe_ffn_forecast(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& x,
-                      const Tensor& norm, float eps, const Tensor& xn, bool draft) {
+                      const Tensor& norm, float eps, const Tensor& xn, bool draft, int64_t block) {
   const int64_t n = x.rows;
   if (n > t.logits.rows) throw Error("moe_ffn: more rows than the scratch holds");
   MoeForecast fc;
@@ -121,6 +121,7 @@ void moe_ffn_forecast(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeS
   fc.router = f.router, fc.norm = norm, fc.eps = eps;
   fc.x = x, fc.xn = xn, fc.logits = t.logits.slice_rows(0, n);
   fc.draft = draft;
+  fc.block = block;
   b.moe_forecast(fc);
 }
 

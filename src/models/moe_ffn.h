@@ -65,10 +65,10 @@ MoeScratch make_moe_scratch(const MoeShape& s, const std::function<Tensor(int64_
 void moe_ffn_residual(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& x,
                       const Tensor& norm, float eps, const Tensor& xn, const Tensor& out);
 // Backend::moe_forecast for the block (x [n, dim] the residual before the layer's mixer, or
-// with draft the rows' token embeddings (MoeForecast::draft); xn and the block's logits scratch
-// may be overwritten).
+// with draft the rows' token embeddings (MoeForecast::draft); block: the MoE block's index; xn
+// and the block's logits scratch may be overwritten).
 void moe_ffn_forecast(Backend& b, const MoeShape& s, const MoeFfn& f, const MoeScratch& t, const Tensor& x,
-                      const Tensor& norm, float eps, const Tensor& xn, bool draft = false);
+                      const Tensor& norm, float eps, const Tensor& xn, bool draft = false, int64_t block = 0);
 // Weight bytes of the block, and those one token reads: router, n_used experts, the shared expert.
 uint64_t moe_weight_bytes(const MoeFfn& f);
 uint64_t moe_bytes_per_token(const MoeShape& s, const MoeFfn& f);

@@ -98,7 +98,9 @@ class Qwen35 final : public Model {
     const Tensor x = s_.x.slice_rows(0, ids.rows), xn = s_.xn.slice_rows(0, ids.rows);
     b.get_rows(tok_embd_, ids, x);
     const ModelInfo& m = hp_.info;
-    for (const Layer& L : layers_) moe_ffn_forecast(b, hp_.moe_shape, L.moe, s_.moe, x, L.post_norm, m.rms_eps, xn, true);
+    int64_t block = 0;
+    for (const Layer& L : layers_)
+      moe_ffn_forecast(b, hp_.moe_shape, L.moe, s_.moe, x, L.post_norm, m.rms_eps, xn, true, block++);
   }
 
   std::unique_ptr<ModelState> new_state(const StateOptions& opt) override {

@@ -142,7 +142,7 @@ TEST(CpuExpertDraftForecast, OffDoesNothing) {
 
 // ---- random qwen35moe models (f32 stacks on the mapped file: --cpu-repack off) ----
 
-std::unique_ptr<Engine> load(const std::string& path, bool layer_forecast, bool draft_forecast) {
+std::unique_ptr<Engine> load(const std::string& path, bool layer_forecast, bool draft_forecast, int64_t blocks = 0) {
   EngineOptions eo;
   eo.model_path = path;
   eo.device = "cpu";
@@ -152,6 +152,7 @@ std::unique_ptr<Engine> load(const std::string& path, bool layer_forecast, bool 
   eo.cpu.expert_prefetch = true;
   eo.cpu.expert_forecast = layer_forecast;
   eo.cpu.expert_draft_forecast = draft_forecast;
+  eo.cpu.expert_draft_forecast_blocks = blocks;
   eo.n_ctx = 256;
   eo.prefill_chunk = 16;
   return Engine::load(eo);
@@ -245,6 +246,29 @@ TEST(CpuExpertDraftForecast, SpeculativeOutputUnchangedAndEveryVerifyForecast) {
                     static_cast<double>(st.draft_forecast_hits) / static_cast<double>(st.draft_forecast_experts),
                     static_cast<unsigned long long>(st.draft_forecast_pages));
       }
+}
+
+TEST(CpuExpertDraftForecast, FirstBlocksOnly) {
+  const std::string path = modeltest::make_model("draft_forecast_moe", std::string(modeltest::kQwen35MoeArgs) + " --mtp-layers 1");
+  for (int64_t blocks : {1, 3, 9}) {
+    auto e = load(path, false, true, blocks);
+    const int64_t V = std::min<int64_t>(e->info().n_vocab, e->tokenizer().n_vocab());
+    GenerateOptions g;
+    g.sampling.temperature = 0.0f;
+    g.max_new_tokens = 12;
+    g.stop_at_eog = false;
+    spec::SpecOptions so;
+    so.mode = spec::SpecMode::MTP;
+    so.draft_max = 2;
+    so.draft_fixed = true;
+    Session s(*e, so.draft_max + 1);
+    spec::MtpGenerator gen(s, g, so);
+    gen.run(tokens(7, 2, V), {});
+    ASSERT_GT(gen.stats().cycles, 0);
+    // 4 MoE blocks: the first min(blocks, 4) forecast at each verify
+    EXPECT_EQ(stats_of(*e).draft_forecasts, static_cast<uint64_t>(std::min<int64_t>(blocks, 4) * gen.stats().cycles))
+        << "blocks " << blocks;
+  }
 }
 
 }  // namespace

@@ -82,6 +82,7 @@ CpuBackend::CpuBackend(const CpuOptions& opt)
       expert_prefetch_on_(opt.expert_prefetch),
       expert_forecast_on_(opt.expert_forecast),
       expert_draft_forecast_on_(opt.expert_draft_forecast),
+      expert_draft_forecast_blocks_(opt.expert_draft_forecast_blocks),
       ssm_(ssm_vec(opt.isa)),
       exact_rows_opt_(opt.exact_rows),
       exact_rows_(opt.exact_rows),

@@ -67,6 +67,9 @@ struct CpuOptions {
   // earlier ones. Counted in ExpertStats (draft_forecast_*). Off by default; the products'
   // bits do not change.
   bool expert_draft_forecast = false;
+  // ... for the first this many MoE blocks only (MoeForecast::block; 0: every block): a token's
+  // embedding is the first block's residual, later ones drift from it.
+  int64_t expert_draft_forecast_blocks = 0;
 };
 
 // CpuOptions::expert_stats: counters over the expert matrices matmul_id read from mapped
@@ -254,6 +257,7 @@ class CpuBackend final : public Backend {
   std::vector<PrefetchedStack> prefetched_;  // the last routing's stacks (at most 3)
   bool expert_forecast_on_;                  // CpuOptions::expert_forecast
   bool expert_draft_forecast_on_;            // CpuOptions::expert_draft_forecast
+  int64_t expert_draft_forecast_blocks_;     // CpuOptions::expert_draft_forecast_blocks
   // moe_forecast: per gate stack its forecast experts (ascending), until the routing compares
   // (draft: those from the drafts, apart)
   using Forecasts = std::vector<std::pair<const void*, std::vector<int64_t>>>;

@@ -97,6 +97,7 @@ void CpuBackend::moe_experts_routed(const MoeExperts& m) {
 
 void CpuBackend::moe_forecast(const MoeForecast& f) {
   if (!wants_moe_forecast(f.draft) || f.x.rows == 0) return;
+  if (f.draft && expert_draft_forecast_blocks_ > 0 && f.block >= expert_draft_forecast_blocks_) return;
   const Tensor* mapped[3];
   size_t n_mapped = 0;
   for (const Tensor* W : {&f.gate_exps, &f.up_exps, &f.down_exps})
