@@ -166,6 +166,29 @@ std::vector<Token> tokens(int64_t n, int64_t seed, int64_t vocab) {
 
 cpu::ExpertStats stats_of(Engine& e) { return dynamic_cast<cpu::CpuBackend&>(e.backend()).expert_stats(); }
 
+GenerateOptions generation(float temp, int64_t n) {
+  GenerateOptions g;
+  g.sampling.temperature = temp;
+  g.sampling.seed = 5;
+  g.max_new_tokens = n;
+  g.stop_at_eog = false;
+  return g;
+}
+
+// MTP speculative generation at fixed depth; its stats in *st.
+std::vector<Token> speculative(Engine& e, const std::vector<Token>& prompt, const GenerateOptions& g, int depth,
+                               spec::SpecStats* st) {
+  spec::SpecOptions so;
+  so.mode = spec::SpecMode::MTP;
+  so.draft_max = depth;
+  so.draft_fixed = true;
+  Session s(e, so.draft_max + 1);
+  spec::MtpGenerator gen(s, g, so);
+  std::vector<Token> out = gen.run(prompt, {});
+  *st = gen.stats();
+  return out;
+}
+
 TEST(CpuExpertDraftForecast, PredictsFromTheTokensEmbeddingsAsTheFirstLayerDoes) {
   // One MoE layer: the residual before its mixer is the embedding, so the layer forecast of a
   // forward and a draft forecast of the same rows see the same x, norm and router.
@@ -207,19 +230,9 @@ TEST(CpuExpertDraftForecast, SpeculativeOutputUnchangedAndEveryVerifyForecast) {
           ::madvise(const_cast<uint8_t*>(e->file().base()), e->file().file_size(), MADV_RANDOM);
           testutil::evict_file_pages(e->file().path(), e->file().base(), e->file().file_size());
         }
-        GenerateOptions g;
-        g.sampling.temperature = temp;
-        g.sampling.seed = 5;
-        g.max_new_tokens = 20;
-        g.stop_at_eog = false;
-        spec::SpecOptions so;
-        so.mode = spec::SpecMode::MTP;
-        so.draft_max = 3;
-        so.draft_fixed = true;
-        Session s(*e, so.draft_max + 1);
-        spec::MtpGenerator gen(s, g, so);
-        const std::vector<Token> out = gen.run(tokens(9, 4, V), {});
-        const spec::SpecStats sp = gen.stats();
+        const GenerateOptions g = generation(temp, 20);
+        spec::SpecStats sp;
+        const std::vector<Token> out = speculative(*e, tokens(9, 4, V), g, 3, &sp);
         const cpu::ExpertStats st = stats_of(*e);
         ASSERT_GT(sp.cycles, 0);
         std::vector<Token>& base = off[temp == 0.0f ? 0 : 1];
@@ -253,20 +266,11 @@ TEST(CpuExpertDraftForecast, FirstBlocksOnly) {
   for (int64_t blocks : {1, 3, 9}) {
     auto e = load(path, false, true, blocks);
     const int64_t V = std::min<int64_t>(e->info().n_vocab, e->tokenizer().n_vocab());
-    GenerateOptions g;
-    g.sampling.temperature = 0.0f;
-    g.max_new_tokens = 12;
-    g.stop_at_eog = false;
-    spec::SpecOptions so;
-    so.mode = spec::SpecMode::MTP;
-    so.draft_max = 2;
-    so.draft_fixed = true;
-    Session s(*e, so.draft_max + 1);
-    spec::MtpGenerator gen(s, g, so);
-    gen.run(tokens(7, 2, V), {});
-    ASSERT_GT(gen.stats().cycles, 0);
+    spec::SpecStats sp;
+    speculative(*e, tokens(7, 2, V), generation(0.0f, 12), 2, &sp);
+    ASSERT_GT(sp.cycles, 0);
     // 4 MoE blocks: the first min(blocks, 4) forecast at each verify
-    EXPECT_EQ(stats_of(*e).draft_forecasts, static_cast<uint64_t>(std::min<int64_t>(blocks, 4) * gen.stats().cycles))
+    EXPECT_EQ(stats_of(*e).draft_forecasts, static_cast<uint64_t>(std::min<int64_t>(blocks, 4) * sp.cycles))
         << "blocks " << blocks;
   }
 }
