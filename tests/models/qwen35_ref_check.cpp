@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "diskformer/engine.h"
 #include "ref_harness.h"
 
@@ -23,6 +24,22 @@ const std::vector<std::string> kPrompts = {
 };
 
 const std::string kRefCtx = " --kv f32 --fa off";
+
+// A routed model's near-tie of its own kind: where a row's router ranks its k-th expert within
+// this many logits of the best one left out, another engine's rounding may pick the other
+// expert, and the row's output then differs by far more than the logits' budget.
+constexpr float kRouteTie = 1e-3f;
+
+// Our smallest routing gap (CpuBackend::min_route_gap) over the MoE layers of the row at
+// position `pos` of seq, decoded alone after the rows before it.
+float route_gap_at(Engine& e, const std::vector<Token>& seq, size_t pos) {
+  auto& cpu = dynamic_cast<cpu::CpuBackend&>(e.backend());
+  Session s(e);
+  s.prefill(std::vector<Token>(seq.begin(), seq.begin() + static_cast<std::ptrdiff_t>(pos)));
+  cpu.reset_route_gap();
+  s.decode(seq[pos]);
+  return cpu.min_route_gap();
+}
 
 }  // namespace
 
@@ -80,9 +97,11 @@ void check_hybrid_against_llama(const std::string& model, const HybridCheck& c) 
     std::printf("%s chunk %lld: max normalised logits error %.3g\n", c.name.c_str(), static_cast<long long>(chunk), worst);
 
     // 2. greedy generation, token for token. A divergence is excused only at a near-tie:
-    //    where llama.cpp's own top two logits are closer than c.tie_margin.
+    //    where llama.cpp's own top two logits are closer than c.tie_margin, or (qwen35moe) where
+    //    a MoE layer of ours ranks that row's routed experts within kRouteTie (printed).
     const float tie_margin = c.tie_margin;
-    int excused = 0;
+    const bool moe = c.arch == "qwen35moe";
+    int excused = 0, route_ties = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       GenerateOptions go;
       go.max_new_tokens = 32;
@@ -97,6 +116,17 @@ void check_hybrid_against_llama(const std::string& model, const HybridCheck& c) 
         if (margins[t] < tie_margin) {
           ++excused;
           break;
+        }
+        if (moe) {
+          std::vector<Token> seq = prompts[i];
+          seq.insert(seq.end(), ours.begin(), ours.begin() + static_cast<std::ptrdiff_t>(t));
+          const float gap = route_gap_at(*engine, seq, seq.size() - 1);
+          if (gap < kRouteTie) {
+            std::printf("%s prompt %zu: generated token %zu differs (ours %d, llama.cpp %d) at a routing near-tie "
+                        "(our gap %.3g)\n", c.name.c_str(), i, t, ours[t], theirs[t], gap);
+            ++excused, ++route_ties;
+            break;
+          }
         }
         ADD_FAILURE() << c.name << " prompt " << i << " differs at generated token " << t << ": ours " << ours[t]
                       << ", llama.cpp " << theirs[t] << " (llama.cpp margin " << margins[t] << ", tie margin "
@@ -121,8 +151,18 @@ void check_hybrid_against_llama(const std::string& model, const HybridCheck& c) 
       const auto all = s.logits_all(seq);
       for (size_t t = 0; t < theirs.size(); ++t) {
         if (margins[t] < tie_margin) continue;
-        const float* row = all.data() + (prompts[i].size() - 1 + t) * static_cast<size_t>(n_vocab);
+        const size_t pos = prompts[i].size() - 1 + t;
+        const float* row = all.data() + pos * static_cast<size_t>(n_vocab);
         const auto best = static_cast<Token>(std::max_element(row, row + n_vocab) - row);
+        if (best != theirs[t] && moe) {
+          const float gap = route_gap_at(*engine, seq, pos);
+          if (gap < kRouteTie) {
+            std::printf("%s prompt %zu position %zu: argmax %d, llama.cpp %d, at a routing near-tie (our gap %.3g)\n",
+                        c.name.c_str(), i, t, best, theirs[t], gap);
+            ++route_ties;
+            continue;
+          }
+        }
         EXPECT_EQ(best, theirs[t]) << c.name << " prompt " << i << " position " << t << " (llama.cpp margin "
                                    << margins[t] << ")";
         ++checked;
@@ -130,8 +170,9 @@ void check_hybrid_against_llama(const std::string& model, const HybridCheck& c) 
     }
     EXPECT_GE(checked, 5 * 32 / 2) << "too few positions outside the tie margin";
     std::printf("%s chunk %lld: greedy near-tie margin %.3g, %d prompts diverged at a near-tie, %d/160 teacher-forced "
-                "positions checked\n",
-                c.name.c_str(), static_cast<long long>(chunk), tie_margin, excused, checked);
+                "positions checked, %d routing near-ties excused\n",
+                c.name.c_str(), static_cast<long long>(chunk), tie_margin, excused, checked, route_ties);
+    EXPECT_LE(route_ties, 4) << "routing near-ties are rare: more mean a routing that differs";
   }
 }
 

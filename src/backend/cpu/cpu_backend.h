@@ -1,6 +1,8 @@
 // The CPU backend: host memory, a thread pool, and the ops of backend.h over the kernels of
 // quant/cpu (matrix products); attention over the KV cache lives in attention.cpp.
 #pragma once
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -153,6 +155,12 @@ class CpuBackend final : public Backend {
                  const Tensor& y) override;
   void moe_combine(const Tensor& experts, const Tensor& weights, const Tensor& shared, const Tensor& gate,
                    const Tensor& out) override;
+  // The smallest routing gap since reset_route_gap(): over every row moe_route ranked, the
+  // router logit of its k-th chosen expert minus that of the best expert left out (a gap near
+  // 0 is a near-tie: another engine's rounding may route the row to another expert; the
+  // reference tests excuse such rows). Infinity when nothing was routed.
+  float min_route_gap() const { return min_route_gap_; }
+  void reset_route_gap() { min_route_gap_ = std::numeric_limits<float>::infinity(); }
   // CpuOptions::expert_prefetch and expert_forecast (expert_prefetch.cpp).
   void moe_experts_routed(const MoeExperts& m) override;
   void moe_forecast(const MoeForecast& f) override;
@@ -264,6 +272,8 @@ class CpuBackend final : public Backend {
   Forecasts forecasts_, draft_forecasts_;
   std::unique_ptr<PageAdvisor> advisor_;  // the forecast's advice (made with the first forecast)
   std::vector<int32_t> forecast_order_;   // moe_forecast: one row's experts by router logit
+  std::vector<float> route_gaps_;         // moe_route: each row's gap (min_route_gap)
+  float min_route_gap_ = std::numeric_limits<float>::infinity();
   const SsmVec& ssm_;
   int64_t exact_rows_opt_;  // CpuOptions::exact_rows
   int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0
