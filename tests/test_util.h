@@ -15,6 +15,21 @@
 
 namespace df::testutil {
 
+// True in the ASan + UBSan build (scripts/test.sh's second build, gcc's __SANITIZE_ADDRESS__ or
+// clang's feature): the slowest repetition-heavy tests take a smaller sample there (that build
+// looks for memory errors; the Release build holds the full statistics).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kUnderSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kUnderSanitizer = true;
+#else
+inline constexpr bool kUnderSanitizer = false;
+#endif
+#else
+inline constexpr bool kUnderSanitizer = false;
+#endif
+
 struct CommandResult {
   int rc = -1;      // exit status; 128 + the signal when killed; -1 when it could not start
   std::string out;  // stdout (a command that wants stderr too says 2>&1)

@@ -10,6 +10,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_options.h"
+#include "diskformer/engine.h"
+#include "runtime/backend_options.h"
 
 namespace df::cudatest {
 
@@ -22,6 +25,22 @@ inline cuda::CudaBackend* gpu() {
     tried = true;
     if (cuda::probe_devices(&why) > 0) b = std::make_unique<cuda::CudaBackend>(cuda::CudaOptions{});
   }
+  return b.get();
+}
+
+// The CUDA options the engine runs with (EngineOptions' defaults through the engine's own
+// mapping: runtime/backend_options.h, cuda/cuda_options.h). gpu() keeps CudaOptions{}, the
+// plain paths that most op tests compare; the shipped switches (fused DeltaNet, the MoE GEMM,
+// PDL on routed launches, streamed experts in the fused block, ...) are on here.
+inline cuda::CudaOptions shipped_cuda_options() {
+  static const EngineOptions eo;  // static: gcc 12 saw its strings' temporaries as maybe uninitialised
+  static const BackendOptions bo = backend_options(eo);
+  return cuda::cuda_options(bo);
+}
+// A backend with them, or null where no GPU is usable (after DF_REQUIRE_GPU: never).
+inline cuda::CudaBackend* gpu_shipped() {
+  static std::unique_ptr<cuda::CudaBackend> b;
+  if (!b && gpu()) b = std::make_unique<cuda::CudaBackend>(shipped_cuda_options());
   return b.get();
 }
 

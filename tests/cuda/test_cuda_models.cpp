@@ -229,6 +229,17 @@ TEST_P(CudaModels, LogitsAtEveryPositionAndGreedy) {
     expect_logits_close(ref_native, dec8, V, c.budget, c.name + " decode, int8 x (default) vs native cpu");
     EXPECT_EQ(dec8, logits_by_chunks(*gpu8.model, head_t, std::vector<int64_t>(N, 1), false)) << c.name << " int8 x";
   }
+  {  // the engine's own configuration (shipped_cuda_options: every switch as EngineOptions sets it)
+    Loaded gs = load(path, *gpu_shipped());
+    const std::vector<int64_t> ones(static_cast<size_t>(N), 1);
+    const auto decs = logits_by_chunks(*gs.model, head, ones);
+    expect_logits_close(ref_native, decs, V, c.budget, c.name + " decode, shipped options vs native cpu");
+    EXPECT_EQ(decs, logits_by_chunks(*gs.model, head, ones, false)) << c.name << " shipped options: graphs vs eager";
+    // Prefill in a 5-row call (the matvec) and a 35-row one (the GEMM; MoE: f16 rounding may
+    // flip the router, printed as above), against the native CPU with its own error allowed.
+    expect_logits_close(ref_native, logits_by_chunks(*gs.model, head, {5, 35}), V, moe ? -1.0 : c.budget,
+                        c.name + " prefill 5+35, shipped options vs native cpu", &cpu_own);
+  }
 
   // Greedy, teacher-forced on the CPU's choices.
   StateOptions so;
@@ -444,6 +455,48 @@ TEST(CudaExpertCache, FileTierGivesTheResidentBits) {
     ADD_FAILURE() << "a cache of 8 experts ran a 35-row call routing to 32";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("raise --expert-cache-mb"), std::string::npos) << e.what();
+  }
+}
+
+// The engine's own configuration (shipped_cuda_options) with the routed experts streamed from
+// a cache of 40 of the 144 experts, from pinned host memory and from the file, gives the bits
+// of the resident run of the same configuration, except its routed GEMM (moe_gemm: resident
+// stacks only, streamed ones keep the grouped matvec, so a 35-row call would not be the same
+// bits): off in the reference. Calls of 5 and 35 rows, of 1..8 rows (a verify's), and decode
+// steps. Stop 42's file-tier crash (the fused one-row block taking file-tier stacks) happened
+// with these switches only: the tests above ran CudaOptions{}.
+TEST(CudaExpertCache, ShippedOptionsGiveTheResidentBits) {
+  DF_REQUIRE_GPU();
+  const std::string path = make_model("moe_cache", "--arch qwen35moe --layers 3 --dim 256 --ff 512 --heads 4 --kv-heads 2 "
+                                                   "--head-dim 64 --experts 16 --experts-used 4 --expert-ff 256 "
+                                                   "--shexp-ff 256 --type q4_k");
+  cuda::CudaOptions ro = shipped_cuda_options();
+  ro.moe_gemm = false;
+  ro.expert_cache_bytes = 0;  // every expert resident
+  cuda::CudaBackend rb(ro);
+  Loaded resident = load(path, rb);
+  ASSERT_FALSE(rb.experts_streamed());
+  const int64_t V = resident.model->info().n_vocab, T = 40;
+  const auto tokens = random_tokens(T, V, 11);
+  const std::vector<int64_t> ones(T, 1), rows{5, 35}, verify{1, 2, 3, 4, 5, 6, 7, 8, 4};
+  const auto ref_rows = logits_by_chunks(*resident.model, tokens, rows);
+  const auto ref_verify = logits_by_chunks(*resident.model, tokens, verify);
+  const auto ref_ones = logits_by_chunks(*resident.model, tokens, ones);
+  for (const cuda::ExpertSource src : {cuda::ExpertSource::host, cuda::ExpertSource::file}) {
+    const char* what = src == cuda::ExpertSource::host ? "host tier" : "file tier";
+    cuda::CudaOptions o = shipped_cuda_options();
+    o.expert_cache_bytes = 40 * 36864;
+    o.expert_source = src;
+    cuda::CudaBackend b(o);
+    Loaded streamed = load(path, b);
+    ASSERT_TRUE(b.experts_streamed()) << what;
+    EXPECT_EQ(ref_rows, logits_by_chunks(*streamed.model, tokens, rows)) << what << ": 5 + 35 rows";
+    EXPECT_EQ(ref_verify, logits_by_chunks(*streamed.model, tokens, verify)) << what << ": calls of 1..8 rows";
+    EXPECT_EQ(ref_ones, logits_by_chunks(*streamed.model, tokens, ones)) << what << ": decode steps";
+    const cuda::ExpertCacheStats s = b.expert_cache_stats();
+    std::printf("shipped options, %s: hits %llu, misses %llu\n", what, static_cast<unsigned long long>(s.hits),
+                static_cast<unsigned long long>(s.misses));
+    EXPECT_GT(s.misses, 144u) << what;
   }
 }
 

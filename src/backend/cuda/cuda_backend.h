@@ -106,17 +106,19 @@ struct CudaOptions {
   // experts on the host; the combine and the residual add as two launches (default: grouped
   // on the device, one launch over chunks of 8 rows per expert; the add in the combine).
   bool moe_legacy = false;
-  // Not yet run on a GPU (off by default until then): the MoE router as one warp per row
-  // (ops/moe.cuh MoeRouteKernel::warp, launched with PDL under lean_kernels; the bits of the
-  // block kernel), unless moe_legacy.
+  // The MoE router as one warp per row (ops/moe.cuh MoeRouteKernel::warp, launched with PDL
+  // under lean_kernels; the bits of the block kernel), unless moe_legacy. On at the engine level
+  // (EngineOptions::cuda_moe_warp_route), off here for the block kernel's tests.
   bool moe_warp_route = false;
-  // Not yet run on a GPU: norm_matmuls of float weights (F32, F16, BF16: the qwen35moe router)
-  // with the norm in the matvec's prologue (cudamv::MatvecFusion::float_norm; the bits of the
-  // norm kernel then the matvec).
+  // norm_matmuls of float weights (F32, F16, BF16: the qwen35moe router) with the norm in the
+  // matvec's prologue (cudamv::MatvecFusion::float_norm; the bits of the norm kernel then the
+  // matvec). On at the engine level (EngineOptions::cuda_float_norm_prologue), off here.
   bool float_norm_prologue = false;
-  // Not yet run on a GPU: the qwen35 DeltaNet core of 1..8 rows in two launches
-  // (cuda_delta_net.cu: conv + silu + q/k l2 norm, delta rule + per-head norm + silu(z) gate;
-  // the bits of the six launches), with fuse and lean_kernels.
+  // The qwen35 DeltaNet core of 1..8 rows in two launches (cuda_delta_net.cu: conv + silu +
+  // q/k l2 norm, delta rule + per-head norm + silu(z) gate; the bits of the six launches), with
+  // fuse and lean_kernels. On at the engine level (EngineOptions::cuda_fuse_deltanet), off here.
+  // The engine's whole configuration is tests/cuda/cuda_test_util.h shipped_cuda_options()
+  // (cuda_options.h from runtime/backend_options.h), which the model tests run too.
   bool fuse_deltanet = false;
   // The MoE block's routed matvec launches over resident stacks (matmul_id, matmul_id_swiglu,
   // the fused expert launches; streamed experts keep plain launches: not yet checked with it)
