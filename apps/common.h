@@ -68,6 +68,7 @@ struct ModelFlags {
   int cuda_mv_cluster = engine_defaults().cuda_mv_cluster;           // --cuda-mv-cluster 0|2|4|8
   int64_t cuda_mv_preround = engine_defaults().cuda_mv_preround;  // --cuda-mv-preround N
   int64_t cuda_gemm_min_rows = engine_defaults().cuda_gemm_min_rows;    // --cuda-gemm-min-rows N
+  int64_t cuda_moe_gemm_min_rows = engine_defaults().cuda_moe_gemm_min_rows;  // --cuda-moe-gemm-min-rows N
   bool cuda_fuse_attn_gate = engine_defaults().cuda_fuse_attn_gate;   // --cuda-fuse-attn-gate / --no-cuda-fuse-attn-gate
   bool cuda_prefill_sgemm = engine_defaults().cuda_prefill_sgemm;    // --cuda-prefill-sgemm
   bool cuda_moe_streamed_fused = engine_defaults().cuda_moe_streamed_fused;  // --cuda-moe-streamed-fused / --no-cuda-moe-streamed-fused

@@ -73,6 +73,7 @@ struct EngineOptions {
   bool cuda_fuse_qk_attention = true;  // --device cuda: q/k norm + RoPE + KV store inside the attention launch
   bool cuda_attn_wide = false;  // --device cuda: the GQA attention kernel with 256 threads (not yet measured)
   int64_t cuda_gemm_min_rows = 8;  // --device cuda: matmuls of 9..N rows by the matvec, more by the GEMM
+  int64_t cuda_moe_gemm_min_rows = 8;  // --device cuda: routed experts of 9..N rows by the grouped matvec, more by the GEMM
   bool cuda_fuse_attn_gate = true;  // --device cuda: qwen35's gate split and sigmoid inside the attention launch
   bool mv_pipe_rows = true;    // and so at 2..8 rows (a speculative verify; false: those run the stop-19 loop)
   // CUDA matvec weights prefetched into L2 before each launch's griddepcontrol.wait, up to

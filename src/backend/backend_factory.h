@@ -48,6 +48,7 @@ struct BackendOptions {
   bool cuda_no_fuse_qk_attention = false;  // `cuda`: qk_norm_rope and attention as two launches
   bool cuda_prefill_sgemm = true;  // `cuda`: CudaOptions::prefill_sgemm
   int64_t cuda_gemm_min_rows = 8;  // `cuda`: CudaOptions::gemm_min_rows
+  int64_t cuda_moe_gemm_min_rows = 8;  // `cuda`: CudaOptions::moe_gemm_min_rows
   bool cuda_attn_wide = false;  // `cuda`: the GQA attention kernel with 256 threads (CudaOptions::attn_wide)
   int64_t cuda_l2_prefetch_bytes = 0;  // `cuda`: CudaOptions::l2_prefetch_bytes
   int cuda_mv_blocks_per_sm = 0;       // `cuda`: CudaOptions::mv_blocks_per_sm

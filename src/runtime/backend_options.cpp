@@ -35,6 +35,7 @@ BackendOptions backend_options(const EngineOptions& opt) {
   bo.cuda_no_fuse_attn_gate = !opt.cuda_fuse_attn_gate;
   bo.cuda_prefill_sgemm = opt.cuda_prefill_sgemm;
   bo.cuda_gemm_min_rows = opt.cuda_gemm_min_rows;
+  bo.cuda_moe_gemm_min_rows = opt.cuda_moe_gemm_min_rows;
   bo.cuda_moe_streamed_fused = opt.cuda_moe_streamed_fused;
   bo.cuda_expert_cache_mb = opt.expert_cache_mb;
   bo.cuda_expert_source = opt.expert_source;

@@ -307,6 +307,7 @@ TEST(CudaModelsMoeGemm, PrefillLogitsVsExact) {
     cuda::CudaOptions o;
     o.int8_x = false;
     o.moe_gemm = on;
+    o.moe_gemm_min_rows = 16;  // the GEMM from 17 rows here; from 9 below
     return o;
   };
   cuda::CudaBackend on(make(true)), off(make(false));
@@ -335,6 +336,20 @@ TEST(CudaModelsMoeGemm, PrefillLogitsVsExact) {
     const std::vector<float> ref_head(ref.begin(), ref.begin() + 40 * V);
     expect_logits_close(ref_head, logits_by_chunks(*g_on.model, head, {5, 8, 8, 8, 8, 3}), V, 1e-4,
                         std::string(name) + " moe gemm, prefill 5+8+8+8+8+3 vs exact");
+    {  // CudaOptions::moe_gemm_min_rows 8: the GEMM from 9 rows; calls of up to 8 rows keep the matvec's bits
+      cuda::CudaOptions o9 = make(true);
+      o9.moe_gemm_min_rows = 8;
+      cuda::CudaBackend b9(o9);
+      Loaded g9 = load(path, b9);
+      const auto got9 = logits_by_chunks(*g9.model, tokens, {5, 9, 12, 16, 108});
+      const std::vector<double> e9 = nerr_by_position(ref, got9, V);
+      const auto over9 = std::count_if(e9.begin(), e9.end(), [](double v) { return v > 1e-3; });
+      std::printf("%s prefill 5+9+12+16+108 vs exact, moe gemm from 9 rows: worst %.3g, %lld of %lld above 1e-3\n", name,
+                  *std::max_element(e9.begin(), e9.end()), static_cast<long long>(over9), static_cast<long long>(T));
+      EXPECT_LE(over9, T / 10) << name << ", moe gemm from 9 rows";
+      EXPECT_EQ(logits_by_chunks(*g9.model, head, {5, 8, 8, 8, 8, 3}), logits_by_chunks(*g_on.model, head, {5, 8, 8, 8, 8, 3}))
+          << name << ": calls of up to 8 rows changed with moe_gemm_min_rows";
+    }
   }
 }
 

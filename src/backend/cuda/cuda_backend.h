@@ -87,6 +87,13 @@ struct CudaOptions {
   // faster on a 4B, 8 % slower on a 27B). Before stop 36, 9..16 rows took a dequantized-tile
   // fallback: a 16-token prefill of a 4B took 180 ms on the H200.
   int64_t gemm_min_rows = 8;
+  // matmul_id / matmul_id_swiglu (routed experts, with moe_gemm) of more than this many rows
+  // through the grouped tensor-core GEMM; up to it, the grouped n <= 8 matvec. At least 8, so
+  // that decode and a speculative verify (<= 8 rows) never take the GEMM (a row's bits must not
+  // depend on the row count there). 8 (the GEMM from 9 rows; 16 before stop 43): on an H100 the
+  // 35B-A3B shape's 12- and 16-token prompts prefilled 1.56x and 1.78x faster than by the grouped
+  // matvec (docs/cuda_backend.md "Stop 43").
+  int64_t moe_gemm_min_rows = 8;
   // Routed experts (weight_stack): -1 (auto): resident when every weight fits in device
   // memory, else kept in pinned host memory with a device cache of what is free; 0: always
   // resident; > 0: in host memory with a device cache of this many bytes.

@@ -32,6 +32,7 @@ CudaOptions cuda_options(const BackendOptions& opt) {
   o.attn_wide = opt.cuda_attn_wide;
   o.prefill_sgemm = opt.cuda_prefill_sgemm;
   o.gemm_min_rows = opt.cuda_gemm_min_rows;
+  o.moe_gemm_min_rows = opt.cuda_moe_gemm_min_rows;
   o.l2_prefetch_bytes = opt.cuda_l2_prefetch_bytes;
   o.mv_blocks_per_sm = opt.cuda_mv_blocks_per_sm;
   o.moe_pipe = opt.cuda_moe_pipe;

@@ -258,7 +258,7 @@ bool CudaBackend::matmul_id_grouped(const Tensor& W, int64_t n_expert, const Ten
 }
 
 // matmul_id (Wu null) or matmul_id_swiglu (y = silu(Wg x) * (Wu x)) of more than
-// gemm::kMinRows rows through the grouped tensor-core GEMM (gemm/grouped.cuh) over the device
+// CudaOptions::moe_gemm_min_rows (at least 8) rows through the grouped tensor-core GEMM (gemm/grouped.cuh) over the device
 // grouping: x once in f16, one launch, each tile's rows read from x and written to their slots
 // of y in place (no gathered copies). Resident stacks of a GEMM format only; false (nothing
 // written to y) otherwise.
@@ -266,7 +266,8 @@ bool CudaBackend::matmul_id_gemm(const Tensor& Wg, const Tensor* Wu, int64_t n_e
                                  const Tensor& ids, const Tensor& y) {
   const int64_t n = ids.rows, k = ids.cols, cols = Wg.cols, m = Wg.rows / n_expert, n_slots = n * k;
   const bool shared_x = x.rows == n;
-  if (!opt_.moe_gemm || opt_.moe_legacy || n <= gemm::kMinRows || cols % gemm::kColsStep != 0 ||
+  if (!opt_.moe_gemm || opt_.moe_legacy || n <= std::max<int64_t>(cudamv::kMaxRows, opt_.moe_gemm_min_rows) ||
+      cols % gemm::kColsStep != 0 ||
       !cudamv::layout_supported(Wg.type) || fstride(x) % 4 != 0 || (reinterpret_cast<uintptr_t>(x.data) & 15u) != 0)
     return false;
   if (Wu && (Wu->type != Wg.type || Wu->rows != Wg.rows || Wu->cols != cols)) return false;
