@@ -258,10 +258,10 @@ bool CudaBackend::matmul_id_grouped(const Tensor& W, int64_t n_expert, const Ten
 }
 
 // matmul_id (Wu null) or matmul_id_swiglu (y = silu(Wg x) * (Wu x)) of more than
-// CudaOptions::moe_gemm_min_rows (at least 8) rows through the grouped tensor-core GEMM (gemm/grouped.cuh) over the device
-// grouping: x once in f16, one launch, each tile's rows read from x and written to their slots
-// of y in place (no gathered copies). Resident stacks of a GEMM format only; false (nothing
-// written to y) otherwise.
+// CudaOptions::moe_gemm_min_rows (at least 8) rows through the grouped tensor-core GEMM
+// (gemm/grouped.cuh) over the device grouping: x once in f16, one launch, each tile's rows read
+// from x and written to their slots of y in place (no gathered copies). Resident stacks of a
+// GEMM format only; false (nothing written to y) otherwise.
 bool CudaBackend::matmul_id_gemm(const Tensor& Wg, const Tensor* Wu, int64_t n_expert, const Tensor& x,
                                  const Tensor& ids, const Tensor& y) {
   const int64_t n = ids.rows, k = ids.cols, cols = Wg.cols, m = Wg.rows / n_expert, n_slots = n * k;
