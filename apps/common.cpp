@@ -169,8 +169,8 @@ void add_model_flags(CLI::App& app, ModelFlags& f) {
       ->check(CLI::Range(int64_t{8}, int64_t{4096}));
   app.add_option("--cuda-moe-gemm-min-rows", f.cuda_moe_gemm_min_rows,
                  "GPU routed experts (qwen35moe) of 9..N rows by the grouped matvec, more rows by the grouped "
-                 "tensor-core GEMM (default 8: the GEMM from 9 rows, 1.6-1.8x faster on 12-16-token prompts of the 35B-A3B shape on an "
-                 "H100; decode and speculative verifies, up to 8 rows, always the matvec)")
+                 "tensor-core GEMM (default 8: the GEMM from 9 rows, 1.6-1.8x faster on 12-16-token prompts of "
+                 "the 35B-A3B shape on an H100; decode and speculative verifies, up to 8 rows, always the matvec)")
       ->check(CLI::Range(int64_t{8}, int64_t{4096}));
   app.add_flag("--cuda-fuse-attn-gate,!--no-cuda-fuse-attn-gate", f.cuda_fuse_attn_gate,
                "GPU decode / verify of qwen35's gated attention: the attention launch reads the query heads from "

@@ -725,6 +725,8 @@ double CudaBackend::measure_read_bandwidth(size_t bytes, int reps) {
 
 int device_count() { return probe_devices(nullptr); }
 
-std::unique_ptr<Backend> make_backend(const BackendOptions& opt) { return std::make_unique<CudaBackend>(cuda_options(opt)); }
+std::unique_ptr<Backend> make_backend(const BackendOptions& opt) {
+  return std::make_unique<CudaBackend>(cuda_options(opt));
+}
 
 }  // namespace df::cuda
