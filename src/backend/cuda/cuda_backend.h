@@ -134,7 +134,7 @@ struct CudaOptions {
   // routed ids. The same bits (CudaOps.MoePdlIsThePlainBits passed on the H200); on at the
   // engine level (EngineOptions::cuda_moe_pdl), off here for the plain kernels' tests.
   bool moe_pdl = false;
-  // matmul_id / matmul_id_swiglu of more than 16 rows (prefill) over resident stacks of a GEMM
+  // matmul_id / matmul_id_swiglu of more than moe_gemm_min_rows rows (prefill) over resident stacks of a GEMM
   // format through the grouped tensor-core GEMM (gemm/grouped.cuh: tiles of 32 slots of one
   // expert from a device table, f16 operands, f32 sums, SwiGLU in the gate/up epilogue)
   // instead of the grouped n = 8 matvec: within the GEMM's budget, not the matvec's bits.
