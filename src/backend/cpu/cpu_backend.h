@@ -158,9 +158,13 @@ class CpuBackend final : public Backend {
   // The smallest routing gap since reset_route_gap(): over every row moe_route ranked, the
   // router logit of its k-th chosen expert minus that of the best expert left out (a gap near
   // 0 is a near-tie: another engine's rounding may route the row to another expert; the
-  // reference tests excuse such rows). Infinity when nothing was routed.
+  // reference tests excuse such rows). Infinity when nothing was routed. Recorded only after
+  // the first reset_route_gap() (a test's diagnostic: the engine's routing does no extra pass).
   float min_route_gap() const { return min_route_gap_; }
-  void reset_route_gap() { min_route_gap_ = std::numeric_limits<float>::infinity(); }
+  void reset_route_gap() {
+    track_route_gap_ = true;
+    min_route_gap_ = std::numeric_limits<float>::infinity();
+  }
   // CpuOptions::expert_prefetch and expert_forecast (expert_prefetch.cpp).
   void moe_experts_routed(const MoeExperts& m) override;
   void moe_forecast(const MoeForecast& f) override;
@@ -274,6 +278,7 @@ class CpuBackend final : public Backend {
   std::vector<int32_t> forecast_order_;   // moe_forecast: one row's experts by router logit
   std::vector<float> route_gaps_;         // moe_route: each row's gap (min_route_gap)
   float min_route_gap_ = std::numeric_limits<float>::infinity();
+  bool track_route_gap_ = false;          // moe_route records route_gaps_ (reset_route_gap)
   const SsmVec& ssm_;
   int64_t exact_rows_opt_;  // CpuOptions::exact_rows
   int64_t exact_rows_;      // in effect: exact_rows_opt_ in row-exact mode, else 0

@@ -67,7 +67,8 @@ void CpuBackend::moe_route(const Tensor& logits, bool normalize, float scale, co
   check(logits.type == GgmlType::F32 && ids.type == GgmlType::I32 && weights.type == GgmlType::F32,
         "moe_route types (logits f32, ids i32, weights f32)");
   check(ids.rows == n && weights.rows == n && weights.cols == k && k >= 1 && k <= E, "moe_route shapes");
-  route_gaps_.assign(static_cast<size_t>(n), std::numeric_limits<float>::infinity());
+  const bool gaps = track_route_gap_;
+  if (gaps) route_gaps_.assign(static_cast<size_t>(n), std::numeric_limits<float>::infinity());
   auto one = [&](int64_t r, int thread) {
     float* p = thread_scratch(thread, static_cast<size_t>(E));
     softmax_row(kernels_.isa, trow(logits, r), p, E);
@@ -83,7 +84,7 @@ void CpuBackend::moe_route(const Tensor& logits, bool normalize, float scale, co
       w[j] = p[best];
       p[best] = -1.0f;
     }
-    if (k < E) {  // min_route_gap(): the k-th chosen expert's logit over the best one left out
+    if (gaps && k < E) {  // min_route_gap(): the k-th chosen expert's logit over the best one left out
       int64_t next = 0;
       for (int64_t e = 1; e < E; ++e)
         if (p[e] > p[next]) next = e;
@@ -104,7 +105,8 @@ void CpuBackend::moe_route(const Tensor& logits, bool normalize, float scale, co
   } else {
     pool_.parallel_for(n, one);
   }
-  for (const float g : route_gaps_) min_route_gap_ = std::min(min_route_gap_, g);
+  if (gaps)
+    for (const float g : route_gaps_) min_route_gap_ = std::min(min_route_gap_, g);
 }
 
 void CpuBackend::matmul_id(const Tensor& W, int64_t n_expert, const Tensor& x, const Tensor& ids,
